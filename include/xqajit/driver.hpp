@@ -1,0 +1,89 @@
+#pragma once
+/// The CUDA driver, loaded with dlopen on first use so that a host without a
+/// GPU driver can still compile and prewarm. Modules are loaded per device
+/// (into the device's primary context, which the CUDA runtime and PyTorch share).
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xqajit/spec.hpp"
+
+struct CUstream_st;  // CUstream == cudaStream_t
+
+namespace xqajit {
+
+/// A CUDA stream handle from the runtime (cudaStream_t) or the driver (CUstream).
+using Stream = CUstream_st*;
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  int max_smem_per_block_optin = 0;  // bytes a block may request with the attribute raised
+  int l2_bytes = 0;
+  std::size_t total_memory = 0;
+  /// The best arch to compile for: the "a" variant where one exists (sm_90a on H100).
+  Arch best_arch() const;
+};
+
+/// Whether a cubin built for `built` can run on a device of compute capability
+/// major.minor: an "a" cubin only on exactly that arch, a plain one on the same
+/// major with an equal or higher minor.
+bool arch_runs_on(const Arch& built, int cc_major, int cc_minor);
+
+/// A kernel loaded on one device, ready to launch.
+struct LoadedKernel {
+  std::string name;           // canonical spec name
+  KernelSpec spec;
+  int device = 0;
+  void* function = nullptr;   // CUfunction
+  void* context = nullptr;    // CUcontext (the device's primary context)
+  int max_dynamic_smem = 0;   // bytes of dynamic shared memory this kernel may request here
+  int static_smem = 0;
+  int num_regs = 0;
+};
+
+struct LaunchConfig {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned dynamic_smem = 0;
+  bool programmatic_dependent_launch = false;
+};
+
+/// Loads libcuda (once; thread-safe). Throws LibraryError naming the library and
+/// where it looked, and saying what works without it.
+class Driver {
+ public:
+  static Driver& instance(const std::string& libcuda_path = {});
+  /// Whether libcuda loads and cuInit succeeds (never throws).
+  static bool available(const std::string& libcuda_path = {});
+
+  int device_count();
+  DeviceInfo device(int ordinal);
+  /// "13.0"-style driver CUDA version.
+  std::string version();
+  /// The device whose context owns `stream` (the current one for the null stream).
+  int stream_device(Stream stream);
+  bool stream_is_capturing(Stream stream);
+
+  /// Loads `cubin` into `device`'s primary context and finds `symbol`; raises the
+  /// kernel's dynamic shared-memory limit to what this device allows.
+  std::shared_ptr<LoadedKernel> load(const KernelSpec& spec, const std::string& name,
+                                     const std::vector<char>& cubin, const std::string& symbol,
+                                     int device);
+
+  /// cuLaunchKernelEx on `stream`: no sync, no allocation. `params` is the
+  /// kernel's parameter array (kernelParams). Checks dynamic_smem against the
+  /// kernel's limit on its device first.
+  void launch(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params);
+
+ private:
+  explicit Driver(const std::string& libcuda_path);
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace xqajit

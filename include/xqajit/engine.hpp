@@ -1,0 +1,85 @@
+#pragma once
+/// The facade: memory -> bundles -> disk cache -> NVRTC, then a per-device load.
+/// Thread-safe; threads (and, through the disk cache's lock, processes) asking
+/// for the same missing spec compile it once.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xqajit/driver.hpp"
+#include "xqajit/options.hpp"
+#include "xqajit/spec.hpp"
+
+namespace xqajit {
+
+class DiskCache;
+class Compiler;
+
+/// Where a cubin came from.
+enum class Source { memory, bundle, disk, compiled };
+std::string to_string(Source s);
+
+struct CubinRef {
+  std::string name;
+  Source source = Source::memory;
+  std::filesystem::path path;  // entry dir or bundle file; empty when memory-only
+  std::shared_ptr<const std::vector<char>> cubin;
+  double seconds = 0;          // time spent in this call
+};
+
+struct EngineStats {
+  std::uint64_t memory_hits = 0, bundle_hits = 0, disk_hits = 0, compiles = 0, failures = 0;
+  double compile_seconds = 0;
+};
+
+struct PrewarmResult {
+  KernelSpec spec;
+  std::string name;
+  bool ok = false;
+  Source source = Source::memory;
+  double seconds = 0;
+  std::string error;  // the exception's message (a CompileError's includes its log) when !ok
+};
+
+class Engine {
+ public:
+  explicit Engine(Options options = Options::from_env());
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  /// The cubin for `spec` (no GPU needed). Validates the spec against NVRTC's
+  /// archs when NVRTC is present. Throws SpecError, CompileError, NotAvailableError.
+  CubinRef cubin(const KernelSpec& spec);
+
+  /// The kernel loaded on `device` (cached per device). If the kernel is not
+  /// yet in memory and `capturing_stream` is being captured into a graph, throws
+  /// NotAvailableError telling the caller to prewarm.
+  const LoadedKernel& kernel(const KernelSpec& spec, int device, Stream capturing_stream = nullptr);
+
+  /// Gets every spec's cubin over `jobs` worker threads (0 = hardware threads).
+  /// Never throws for a single spec; `on_done` is called (serialised) per spec.
+  std::vector<PrewarmResult> prewarm(const std::vector<KernelSpec>& specs, int jobs = 0,
+                                     const std::function<void(const PrewarmResult&)>& on_done = {});
+
+  EngineStats stats() const;
+  const Options& options() const;
+  /// Null when the engine runs memory-only (XQAJIT_DISK_CACHE=0).
+  DiskCache* disk_cache();
+  const Compiler& compiler() const;
+  /// The toolchain fingerprint entries are stored under.
+  std::string fingerprint() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// A process-wide engine built from the environment on first use.
+Engine& default_engine();
+
+}  // namespace xqajit

@@ -1,0 +1,44 @@
+#pragma once
+/// Every environment variable xqajit reads, read once, in one place.
+/// The README's table of environment variables mirrors this struct.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace xqajit {
+
+struct Options {
+  /// XQAJIT_CACHE_DIR, else $XDG_CACHE_HOME/xqajit, else ~/.cache/xqajit.
+  std::filesystem::path cache_dir;
+  /// XQAJIT_DISK_CACHE=0 keeps compiled cubins in memory only.
+  bool disk_cache = true;
+  /// XQAJIT_CACHE_MAX_BYTES: after each publish, evict least-recently-used
+  /// entries until the cache is under this size. 0 = unbounded.
+  std::uint64_t cache_max_bytes = 0;
+  /// XQAJIT_BUNDLES: ':'-separated bundle files or directories of bundles,
+  /// searched before the disk cache.
+  std::vector<std::filesystem::path> bundles;
+  /// XQAJIT_NO_COMPILE=1: never run NVRTC; a kernel must come from a bundle or the cache.
+  bool no_compile = false;
+  /// XQAJIT_TEMPLATE_DIR: read kernel templates from this folder instead of the
+  /// copy embedded in the library (for kernel development).
+  std::filesystem::path template_dir;
+  /// XQAJIT_LOG_LEVEL: trace, debug, info, warn (default), error, off.
+  std::string log_level = "warn";
+  /// XQAJIT_LIBCUDA / XQAJIT_LIBNVRTC: explicit paths of the driver and NVRTC libraries.
+  std::string libcuda_path;
+  std::string libnvrtc_path;
+
+  /// Reads the variables above; unset ones keep their defaults.
+  static Options from_env();
+};
+
+/// The default cache root for the current environment (see Options::cache_dir).
+std::filesystem::path default_cache_dir();
+
+/// Applies XQAJIT_LOG_LEVEL (or `level`) to xqajit's spdlog logger.
+void set_log_level(const std::string& level);
+
+}  // namespace xqajit

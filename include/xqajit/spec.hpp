@@ -1,0 +1,86 @@
+#pragma once
+/// The kernel spec: what a caller asks for. Pure C++ (no CUDA), so it can be
+/// validated, named and turned into compiler flags on any host.
+///
+///   KernelSpec --validate()--> canonical_name() <--parse_name()
+///                         \--> flags()  (the -D options the templates read)
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace xqajit {
+
+enum class Kind { gqa, mla };
+enum class DType { fp16, bf16, fp8 };  // fp8 is e4m3
+
+/// A CUDA target, e.g. sm_90a = {9, 0, true}. `accel` is the arch-specific
+/// ("a") variant: its cubin runs only on exactly that arch.
+struct Arch {
+  int major = 0;
+  int minor = 0;
+  bool accel = false;
+
+  int number() const { return major * 10 + minor; }  // 90 for sm_90a
+  std::string str() const;                            // "sm_90a"
+  static Arch parse(const std::string& text);         // "sm_90a", "sm90a", "90a"; throws SpecError
+  friend bool operator==(const Arch& a, const Arch& b) {
+    return a.major == b.major && a.minor == b.minor && a.accel == b.accel;
+  }
+  friend bool operator!=(const Arch& a, const Arch& b) { return !(a == b); }
+};
+
+/// Every field that changes the binary, and nothing else.
+struct KernelSpec {
+  Kind kind = Kind::gqa;
+  DType input = DType::fp16;
+  DType kv = DType::fp16;
+  DType output = DType::fp16;
+  int head_dim = 128;        // GQA: 64/128/256; MLA: 576 (V dim 512)
+  int page_size = 64;        // tokens per KV-cache page
+  int group = 1;             // Q heads per KV head (MLA: number of Q heads)
+  int q_len = 1;             // query tokens per request (> 1: speculative decoding)
+  bool sliding_window = false;
+  Arch arch;
+  int kv_tile = 0;           // variant knob: KV tokens per CTA step; 0 = the kernel's default
+
+  friend bool operator==(const KernelSpec& a, const KernelSpec& b);
+  friend bool operator!=(const KernelSpec& a, const KernelSpec& b) { return !(a == b); }
+};
+
+std::string to_string(Kind k);
+std::string to_string(DType d);
+DType parse_dtype(const std::string& field, const std::string& text);
+int dtype_bytes(DType d);
+
+/// Throws SpecError naming the first invalid field. `supported_archs` (from
+/// nvrtcGetSupportedArchs, as numbers like 90) is checked when not empty.
+void validate(const KernelSpec& spec, const std::vector<int>& supported_archs = {});
+
+/// The spec with defaults resolved (kv_tile), so equal kernels get equal names.
+/// Validates first.
+KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_archs = {});
+
+/// Deterministic, filesystem-safe name, e.g.
+///   gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_sm90a
+/// Normalizes (and so validates) first.
+std::string canonical_name(const KernelSpec& spec);
+
+/// Inverse of canonical_name(); throws SpecError on a malformed name.
+KernelSpec parse_name(const std::string& name);
+
+/// Whether `text` looks like a canonical name rather than FIELD=VALUE.
+bool looks_like_name(const std::string& text);
+
+/// Preprocessor flags for the kernel templates ("-DHEAD_ELEMS=128", ...).
+std::vector<std::string> flags(const KernelSpec& spec);
+
+/// CLI/JSON field names <-> spec. Missing fields take their defaults
+/// (kv=input, output=input, ...); `arch` is required unless `default_arch` is set.
+KernelSpec spec_from_fields(const std::map<std::string, std::string>& fields,
+                            const Arch* default_arch = nullptr);
+std::map<std::string, std::string> spec_to_fields(const KernelSpec& spec);
+/// The field names spec_from_fields() accepts, in display order.
+const std::vector<std::string>& spec_field_names();
+
+}  // namespace xqajit

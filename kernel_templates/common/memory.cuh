@@ -1,0 +1,33 @@
+#pragma once
+// Plain vector loads/stores and L2-coherent accesses for the split-KV workspace.
+
+#include "common/types.cuh"
+
+namespace xqajit {
+
+struct alignas(16) U32x4 {
+  u32 x, y, z, w;
+};
+struct alignas(8) U32x2 {
+  u32 x, y;
+};
+struct alignas(16) F32x4 {
+  float x, y, z, w;
+};
+
+// Read through L2 only: partial results written by other CTAs of this launch
+// must not come from a stale L1 line.
+__device__ __forceinline__ F32x4 load_cg(const float* p) {
+  F32x4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float load_cg1(const float* p) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
+
+}  // namespace xqajit

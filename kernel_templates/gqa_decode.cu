@@ -1,0 +1,482 @@
+// GQA / MHA decode attention over a paged KV cache (XQA-style), one kernel
+// family specialised by the spec's -D flags.
+//
+// One CTA = (split of the sequence, KV head x row block, request). Its rows are
+// the (query token, Q head) pairs that share one KV head: q_len * group rows,
+// in 16-row tiles (the mma M dimension), so speculative decoding is just more
+// rows. K/V tiles of KV_TILE_TOKENS keys stream through a cp.async pipeline with
+// per-token page-table addressing; fp8 tiles are dequantised to the input type
+// in shared memory. Warps split a tile's keys, keep their own online softmax
+// (max, sum, acc) and merge through shared memory at the end. With several
+// splits, each CTA writes (max, sum, acc) to the caller's workspace and the last
+// one to finish merges (self-resetting counter, so graph replays need no reset).
+
+#include "common/memory.cuh"
+#include "common/mma.cuh"
+#include "common/types.cuh"
+#include "xqajit/decode_args.h"
+
+#if !defined(HEAD_ELEMS) || !defined(HEAD_GRP_SIZE) || !defined(TOKENS_PER_PAGE) || \
+    !defined(CACHE_ELEM_ENUM) || !defined(INPUT_FP16) || !defined(KV_TILE_TOKENS)
+#error "gqa_decode.cu needs the spec flags (HEAD_ELEMS, HEAD_GRP_SIZE, TOKENS_PER_PAGE, ...)"
+#endif
+#ifndef SPEC_DEC
+#define SPEC_DEC 0
+#endif
+#ifndef SPEC_Q_SEQ_LEN
+#define SPEC_Q_SEQ_LEN 1
+#endif
+#ifndef SLIDING_WINDOW
+#define SLIDING_WINDOW 0
+#endif
+#ifndef LOW_PREC_OUTPUT
+#define LOW_PREC_OUTPUT 0
+#endif
+
+namespace xqajit {
+namespace gqa {
+
+constexpr int kHeadDim = HEAD_ELEMS;
+constexpr int kGroup = HEAD_GRP_SIZE;
+constexpr int kPageSize = TOKENS_PER_PAGE;
+constexpr int kTile = KV_TILE_TOKENS;
+constexpr bool kSpecDec = SPEC_DEC != 0;
+constexpr int kQLen = kSpecDec ? SPEC_Q_SEQ_LEN : 1;
+constexpr bool kFp16 = INPUT_FP16 != 0;
+constexpr bool kFp8Cache = CACHE_ELEM_ENUM == 2;
+constexpr bool kFp8Out = LOW_PREC_OUTPUT != 0;
+constexpr bool kWindow = SLIDING_WINDOW != 0;
+constexpr int kCacheBytes = kFp8Cache ? 1 : 2;
+#ifdef __CUDA_ARCH__
+constexpr int kArch = __CUDA_ARCH__ / 10;
+#else
+constexpr int kArch = 90;
+#endif
+
+constexpr XqajitDecodeGeometry kGeo =
+    xqajit_decode_geometry(kHeadDim, kGroup, kQLen, kTile, kCacheBytes, kArch);
+constexpr int kRows = kGeo.rows;
+constexpr int kRowsPerCta = kGeo.rows_per_cta;
+constexpr int kRowBlocks = kGeo.row_blocks;
+constexpr int kWarpKv = kGeo.warp_kv;
+constexpr int kWarps = kGeo.warps;
+constexpr int kThreads = kGeo.threads;
+constexpr int kStages = kGeo.stages;
+constexpr int kWarpTokens = kTile / kWarpKv;  // keys of one tile each warp scores
+constexpr int kScoreTiles = kWarpTokens / 8;  // n-tiles of the score block
+constexpr int kDimTiles = kHeadDim / 8;       // n-tiles of the output block
+constexpr int kRowBytes16 = kHeadDim * 2;     // a 16-bit K/V/Q row in shared memory
+constexpr int kCacheRowBytes = kHeadDim * kCacheBytes;
+constexpr bool kQInRegisters = kHeadDim <= 128;  // D=256 reloads Q to stay off local memory
+
+static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "HEAD_ELEMS: 64, 128 or 256");
+static_assert(kGroup >= 1 && kGroup <= 64, "HEAD_GRP_SIZE: 1 to 64");
+static_assert(kQLen >= 1 && kQLen <= 32, "SPEC_Q_SEQ_LEN: 1 to 32 (one mask word per row)");
+static_assert(kTile == 16 || kTile == 32 || kTile == 64 || kTile == 128, "KV_TILE_TOKENS: 16..128");
+static_assert(kWarpTokens % 16 == 0, "each warp needs whole 16-key steps of a tile");
+static_assert(kStages >= 2, "this spec's K/V tiles do not fit in shared memory: lower kv_tile");
+static_assert(CACHE_ELEM_ENUM == 0 || CACHE_ELEM_ENUM == 2, "CACHE_ELEM_ENUM: 0 or 2");
+static_assert(!kFp8Out || kFp8Cache, "fp8 output needs an fp8 cache");
+
+// Writes one 4-wide output vector of row `row` (a CTA-relative row already
+// mapped to its token and head by the caller).
+__device__ __forceinline__ void store_out(const XqajitDecodeArgs& args, int b, int h, int row, int d,
+                                          const float (&o)[4], float row_max, float row_sum,
+                                          float out_scale) {
+  const int t = row / kGroup;
+  const int hq = h * kGroup + row % kGroup;
+  float scale = 0.f;  // no visible key (seq_len 0): zeros, never 0/0
+  if (row_max != -__int_as_float(0x7f800000)) {
+    float denom = row_sum;
+    if (args.sinks != nullptr) denom += exp2f(args.sinks[hq] * kLog2e - row_max);
+    scale = out_scale / denom;
+  }
+  const long long off = (long long)b * args.o_stride_batch + (long long)t * args.o_stride_token +
+                        (long long)hq * args.o_stride_head + d;
+  if constexpr (kFp8Out) {
+    const u32 lo = f32x2_to_e4m3x2(o[0] * scale, o[1] * scale);
+    const u32 hi = f32x2_to_e4m3x2(o[2] * scale, o[3] * scale);
+    *reinterpret_cast<u32*>(static_cast<unsigned char*>(args.out) + off) = lo | (hi << 16);
+  } else {
+    U32x2 v;
+    v.x = pack_f32x2<kFp16>(o[0] * scale, o[1] * scale);
+    v.y = pack_f32x2<kFp16>(o[2] * scale, o[3] * scale);
+    *reinterpret_cast<U32x2*>(static_cast<u16*>(args.out) + off) = v;
+  }
+}
+
+}  // namespace gqa
+}  // namespace xqajit
+
+using namespace xqajit;
+using namespace xqajit::gqa;
+
+extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const XqajitDecodeArgs args) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ int s_is_last;
+  const float kInf = __int_as_float(0x7f800000);
+
+  const int split = blockIdx.x;
+  const int h = blockIdx.y / kRowBlocks;
+  const int rb = blockIdx.y % kRowBlocks;
+  const int b = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warp_row = warp / kWarpKv, warp_kv = warp % kWarpKv;
+  const int quad_row = lane >> 2, quad_col = lane & 3;
+
+  unsigned char* const kv_region = smem;
+  unsigned char* const q_smem = smem + kGeo.union_bytes;
+
+  // ---- which keys this CTA reads --------------------------------------------
+  int seq_len = args.seq_lens[b];
+  seq_len = seq_len < 0 ? 0 : seq_len;
+  const int max_len = args.max_pages_per_seq * kPageSize;
+  seq_len = seq_len > max_len ? max_len : seq_len;
+  const int draft_begin = seq_len - kQLen;  // the last q_len keys fall under the spec-dec mask
+  int lo = 0;
+  if constexpr (kWindow) {
+    // The earliest query (token 0) sees keys from draft_begin - window + 1 on.
+    lo = draft_begin - args.window + 1;
+    lo = lo < 0 ? 0 : lo / kTile * kTile;
+  }
+  const int split_begin = lo + split * args.split_tokens;
+  int split_end = split_begin + args.split_tokens;
+  split_end = split_end < seq_len ? split_end : seq_len;
+  const int num_tiles = split_end > split_begin ? (split_end - split_begin + kTile - 1) / kTile : 0;
+
+  // ---- scales (device pointers win: graph replays may change them) ----------
+  const float q_scale = args.q_scale_ptr ? *args.q_scale_ptr : args.q_scale;
+  const float kv_scale = kFp8Cache ? (args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale) : 1.f;
+  const float rcp_out = kFp8Out ? (args.rcp_out_scale_ptr ? *args.rcp_out_scale_ptr : args.rcp_out_scale)
+                                : 1.f;
+  const float qk_scale_log2 = q_scale * kv_scale * rsqrtf((float)kHeadDim) * kLog2e;
+  const float out_scale = kv_scale * rcp_out;
+
+  // ---- K/V tile loads: one 16-byte cp.async per chunk, zero-filled past the end
+  const unsigned char* const k_base = static_cast<const unsigned char*>(args.k_cache);
+  const unsigned char* const v_base = static_cast<const unsigned char*>(args.v_cache);
+  const int* const table_row = args.block_table + (long long)b * args.block_table_stride;
+  auto load_tile = [&](int tile, int stage) {
+    constexpr int kChunks = kCacheRowBytes / 16;
+    const int tile_start = split_begin + tile * kTile;
+    const u32 k_dst = smem_addr(kv_region + stage * kGeo.stage_bytes);
+    const u32 v_dst = k_dst + kTile * kCacheRowBytes;
+#pragma unroll 4
+    for (int i = tid; i < kTile * kChunks; i += kThreads) {
+      const int tok = i / kChunks, chunk = i % kChunks;
+      const int pos = tile_start + tok;
+      const bool valid = pos < split_end;
+      const unsigned char* k_src = k_base;
+      const unsigned char* v_src = v_base;
+      if (valid) {
+        const long long page = table_row[pos / kPageSize];
+        const long long in_page = pos % kPageSize;
+        k_src += (page * args.k_stride_page + in_page * args.k_stride_token +
+                  (long long)h * args.k_stride_head) * kCacheBytes + chunk * 16;
+        v_src += (page * args.v_stride_page + in_page * args.v_stride_token +
+                  (long long)h * args.v_stride_head) * kCacheBytes + chunk * 16;
+      }
+      // fp8 tiles land raw (row-major) and are swizzled by the dequantising pass.
+      const u32 off = kFp8Cache ? (u32)(tok * kCacheRowBytes + chunk * 16) : swizzle(tok, chunk, kRowBytes16);
+      cp_async_16(k_dst + off, k_src, valid);
+      cp_async_16(v_dst + off, v_src, valid);
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < num_tiles) load_tile(s, s);
+    cp_async_commit();
+  }
+
+  // ---- Q rows of this CTA -> shared memory (zeros for padding rows) ----------
+  {
+    constexpr int kChunks = kHeadDim / 8;
+    const u16* const q = static_cast<const u16*>(args.q);
+    for (int i = tid; i < kRowsPerCta * kChunks; i += kThreads) {
+      const int r = i / kChunks, chunk = i % kChunks;
+      const int row = rb * kRowsPerCta + r;
+      U32x4 v = {0, 0, 0, 0};
+      if (row < kRows) {
+        const int t = row / kGroup, hq = h * kGroup + row % kGroup;
+        v = *reinterpret_cast<const U32x4*>(q + (long long)b * args.q_stride_batch +
+                                            (long long)t * args.q_stride_token +
+                                            (long long)hq * args.q_stride_head + chunk * 8);
+      }
+      *reinterpret_cast<U32x4*>(q_smem + swizzle(r, chunk, kRowBytes16)) = v;
+    }
+  }
+  __syncthreads();
+  const u32 q_addr = smem_addr(q_smem);
+  u32 q_frag[kQInRegisters ? kHeadDim / 16 : 1][4];
+  if constexpr (kQInRegisters) {
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk)
+      ldmatrix_x4(q_frag[kk], q_addr + swizzle(warp_row * 16 + (lane & 15), 2 * kk + (lane >> 4), kRowBytes16));
+  }
+
+  // ---- per-thread rows (quad_row and quad_row + 8 of this warp's tile) --------
+  int window_lo[2];
+  u32 mask_bits[2] = {~0u, ~0u};
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = rb * kRowsPerCta + warp_row * 16 + quad_row + half * 8;
+    int t = row / kGroup;
+    t = t < kQLen ? t : kQLen - 1;  // padding rows: any valid token (their output is dropped)
+    window_lo[half] = kWindow ? draft_begin + t - args.window + 1 : 0;
+    if constexpr (kSpecDec) mask_bits[half] = args.spec_mask[((long long)b * kQLen + t) * args.mask_words];
+  }
+
+  float row_max[2] = {-kInf, -kInf};
+  float row_sum[2] = {0.f, 0.f};
+  float acc[kDimTiles][4];
+#pragma unroll
+  for (int i = 0; i < kDimTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+
+  const int warp_tok0 = warp_kv * kWarpTokens;
+  for (int it = 0; it < num_tiles; ++it) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile `it` visible to all; everyone is done with tile it-1's buffers
+    {
+      const int next = it + kStages - 1;
+      if (next < num_tiles) load_tile(next, next % kStages);
+      cp_async_commit();
+    }
+    const unsigned char* k_tile;
+    const unsigned char* v_tile;
+    if constexpr (kFp8Cache) {
+      constexpr int kRawChunks = kHeadDim / 16;  // 16 e4m3 values per 16-byte chunk
+      const unsigned char* raw = kv_region + (it % kStages) * kGeo.stage_bytes;
+      unsigned char* cvt = kv_region + kStages * kGeo.stage_bytes;
+      for (int i = tid; i < 2 * kTile * kRawChunks; i += kThreads) {
+        const int tensor = i / (kTile * kRawChunks), j = i % (kTile * kRawChunks);
+        const int tok = j / kRawChunks, chunk = j % kRawChunks;
+        const U32x4 v = *reinterpret_cast<const U32x4*>(raw + tensor * kTile * kHeadDim + tok * kHeadDim + chunk * 16);
+        U32x4 lo16, hi16;
+        lo16.x = e4m3x2_to_x2<kFp16>((u16)(v.x & 0xffffu));
+        lo16.y = e4m3x2_to_x2<kFp16>((u16)(v.x >> 16));
+        lo16.z = e4m3x2_to_x2<kFp16>((u16)(v.y & 0xffffu));
+        lo16.w = e4m3x2_to_x2<kFp16>((u16)(v.y >> 16));
+        hi16.x = e4m3x2_to_x2<kFp16>((u16)(v.z & 0xffffu));
+        hi16.y = e4m3x2_to_x2<kFp16>((u16)(v.z >> 16));
+        hi16.z = e4m3x2_to_x2<kFp16>((u16)(v.w & 0xffffu));
+        hi16.w = e4m3x2_to_x2<kFp16>((u16)(v.w >> 16));
+        unsigned char* dst = cvt + tensor * kTile * kRowBytes16;
+        *reinterpret_cast<U32x4*>(dst + swizzle(tok, 2 * chunk, kRowBytes16)) = lo16;
+        *reinterpret_cast<U32x4*>(dst + swizzle(tok, 2 * chunk + 1, kRowBytes16)) = hi16;
+      }
+      __syncthreads();
+      k_tile = cvt;
+      v_tile = cvt + kTile * kRowBytes16;
+    } else {
+      k_tile = kv_region + (it % kStages) * kGeo.stage_bytes;
+      v_tile = k_tile + kTile * kRowBytes16;
+    }
+    const u32 k_addr = smem_addr(k_tile), v_addr = smem_addr(v_tile);
+
+    // S = Q K^T over this warp's keys.
+    float s[kScoreTiles][4];
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      u32 qa[4];
+      if constexpr (kQInRegisters) {
+        qa[0] = q_frag[kk][0]; qa[1] = q_frag[kk][1]; qa[2] = q_frag[kk][2]; qa[3] = q_frag[kk][3];
+      } else {
+        ldmatrix_x4(qa, q_addr + swizzle(warp_row * 16 + (lane & 15), 2 * kk + (lane >> 4), kRowBytes16));
+      }
+#pragma unroll
+      for (int np = 0; np < kScoreTiles / 2; ++np) {
+        u32 kb[4];
+        const int tok = warp_tok0 + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+        ldmatrix_x4(kb, k_addr + swizzle(tok, 2 * kk + ((lane >> 3) & 1), kRowBytes16));
+        mma_16816<kFp16>(s[2 * np], qa, kb[0], kb[1]);
+        mma_16816<kFp16>(s[2 * np + 1], qa, kb[2], kb[3]);
+      }
+    }
+
+    // Scale into log2 units and mask. Only tiles that touch a boundary pay for
+    // the per-key test; a masked key gets -inf (never multiplied: its K may be NaN).
+    const int tile_start = split_begin + it * kTile;
+    const bool need_mask = tile_start + kTile > split_end ||
+                           (kWindow && tile_start < seq_len - args.window) ||
+                           (kSpecDec && tile_start + kTile > draft_begin);
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[n][e] * qk_scale_log2;
+        if (need_mask) {
+          const int half = e >> 1;
+          const int key = tile_start + warp_tok0 + n * 8 + 2 * quad_col + (e & 1);
+          bool visible = key < split_end;
+          if (kWindow) visible = visible && key >= window_lo[half];
+          if (kSpecDec && visible && key >= draft_begin) visible = visible && ((mask_bits[half] >> (key - draft_begin)) & 1u);
+          x = visible ? x : -kInf;
+        }
+        s[n][e] = x;
+      }
+    }
+
+    // Online softmax, rows quad_row (e = 0,1) and quad_row + 8 (e = 2,3).
+    float tile_max[2] = {row_max[0], row_max[1]};
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n) {
+      tile_max[0] = fmaxf(tile_max[0], fmaxf(s[n][0], s[n][1]));
+      tile_max[1] = fmaxf(tile_max[1], fmaxf(s[n][2], s[n][3]));
+    }
+    float base[2], corr[2], tile_sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 1));
+      tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 2));
+      base[half] = tile_max[half] == -kInf ? 0.f : tile_max[half];  // all masked so far: no -inf - -inf
+      corr[half] = exp2f(row_max[half] - base[half]);
+      row_max[half] = tile_max[half];
+    }
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = exp2f(s[n][e] - base[e >> 1]);
+        tile_sum[e >> 1] += s[n][e];
+      }
+    }
+    row_sum[0] = row_sum[0] * corr[0] + tile_sum[0];
+    row_sum[1] = row_sum[1] * corr[1] + tile_sum[1];
+#pragma unroll
+    for (int i = 0; i < kDimTiles; ++i) {
+      acc[i][0] *= corr[0]; acc[i][1] *= corr[0];
+      acc[i][2] *= corr[1]; acc[i][3] *= corr[1];
+    }
+
+    // O += P V: the score accumulators are already the A fragments of P.
+#pragma unroll
+    for (int kb = 0; kb < kWarpTokens / 16; ++kb) {
+      u32 pa[4];
+      pa[0] = pack_f32x2<kFp16>(s[2 * kb][0], s[2 * kb][1]);
+      pa[1] = pack_f32x2<kFp16>(s[2 * kb][2], s[2 * kb][3]);
+      pa[2] = pack_f32x2<kFp16>(s[2 * kb + 1][0], s[2 * kb + 1][1]);
+      pa[3] = pack_f32x2<kFp16>(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+      const int tok = warp_tok0 + kb * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+#pragma unroll
+      for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+        u32 vb[4];
+        ldmatrix_x4_trans(vb, v_addr + swizzle(tok, 2 * dp + (lane >> 4), kRowBytes16));
+        mma_16816<kFp16>(acc[2 * dp], pa, vb[0], vb[1]);
+        mma_16816<kFp16>(acc[2 * dp + 1], pa, vb[2], vb[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the pipeline region becomes the merge buffer
+
+  // ---- merge the warps that share rows ----------------------------------------
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    row_sum[half] += __shfl_xor_sync(0xffffffffu, row_sum[half], 1);
+    row_sum[half] += __shfl_xor_sync(0xffffffffu, row_sum[half], 2);
+  }
+  float* const merge_acc = reinterpret_cast<float*>(kv_region);  // [warps][16][D]
+  float* const merge_stats = merge_acc + kWarps * 16 * kHeadDim;   // [warps][16][max, sum]
+#pragma unroll
+  for (int i = 0; i < kDimTiles; ++i) {
+    const int col = i * 8 + 2 * quad_col;
+    float* r0 = merge_acc + (warp * 16 + quad_row) * kHeadDim + col;
+    float* r1 = r0 + 8 * kHeadDim;
+    r0[0] = acc[i][0]; r0[1] = acc[i][1];
+    r1[0] = acc[i][2]; r1[1] = acc[i][3];
+  }
+  if (quad_col == 0) {
+    merge_stats[(warp * 16 + quad_row) * 2] = row_max[0];
+    merge_stats[(warp * 16 + quad_row) * 2 + 1] = row_sum[0];
+    merge_stats[(warp * 16 + quad_row + 8) * 2] = row_max[1];
+    merge_stats[(warp * 16 + quad_row + 8) * 2 + 1] = row_sum[1];
+  }
+  __syncthreads();
+
+  const bool multi = args.num_splits > 1;
+  const long long cta_id = ((long long)b * args.num_kv_heads + h) * kRowBlocks + rb;
+  const long long num_ctas = (long long)args.batch * args.num_kv_heads * kRowBlocks;
+  float* const part_acc = args.partial;  // [cta][split][row][D]
+  float* const part_stats = args.partial + num_ctas * args.num_splits * kRowsPerCta * kHeadDim;
+  constexpr int kVecs = kHeadDim / 4;
+  for (int i = tid; i < kRowsPerCta * kVecs; i += kThreads) {
+    const int r = i / kVecs, d = (i % kVecs) * 4;
+    const int wr = r / 16, lr = r % 16;
+    float m = -kInf;
+#pragma unroll
+    for (int w = 0; w < kWarpKv; ++w) m = fmaxf(m, merge_stats[((wr * kWarpKv + w) * 16 + lr) * 2]);
+    float sum = 0.f, o[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int w = 0; w < kWarpKv; ++w) {
+      const int wrow = (wr * kWarpKv + w) * 16 + lr;
+      const float mw = merge_stats[wrow * 2];
+      if (mw == -kInf) continue;
+      const float f = exp2f(mw - m);
+      sum += f * merge_stats[wrow * 2 + 1];
+      const F32x4 a = *reinterpret_cast<const F32x4*>(merge_acc + wrow * kHeadDim + d);
+      o[0] += f * a.x; o[1] += f * a.y; o[2] += f * a.z; o[3] += f * a.w;
+    }
+    const int row = rb * kRowsPerCta + r;
+    if (!multi) {
+      if (row < kRows) store_out(args, b, h, row, d, o, m, sum, out_scale);
+    } else {
+      const long long slot = (cta_id * args.num_splits + split) * kRowsPerCta + r;
+      F32x4 v;
+      v.x = o[0]; v.y = o[1]; v.z = o[2]; v.w = o[3];
+      *reinterpret_cast<F32x4*>(part_acc + slot * kHeadDim + d) = v;
+      if (d == 0) {
+        part_stats[slot * 2] = m;
+        part_stats[slot * 2 + 1] = sum;
+      }
+    }
+  }
+  if (!multi) return;
+
+  // ---- split-KV: the last CTA of this (request, KV head, row block) merges -----
+  __threadfence();  // our partials reach L2 before the counter says so
+  __syncthreads();
+  if (tid == 0) {
+    const unsigned prev = atomicAdd(args.counters + cta_id, 1u);
+    s_is_last = prev == (unsigned)args.num_splits - 1u;
+    // Reset for the next launch (or graph replay): every other CTA has arrived.
+    if (s_is_last) atomicExch(args.counters + cta_id, 0u);
+  }
+  __syncthreads();
+  if (!s_is_last) return;
+  __threadfence();
+
+  float* const row_stats = merge_stats;  // reuse: [row][max, sum] over all splits
+  for (int r = tid; r < kRowsPerCta; r += kThreads) {
+    float m = -kInf;
+    for (int sp = 0; sp < args.num_splits; ++sp)
+      m = fmaxf(m, load_cg1(part_stats + ((cta_id * args.num_splits + sp) * kRowsPerCta + r) * 2));
+    float sum = 0.f;
+    for (int sp = 0; sp < args.num_splits; ++sp) {
+      const float* st = part_stats + ((cta_id * args.num_splits + sp) * kRowsPerCta + r) * 2;
+      const float ms = load_cg1(st);
+      if (ms != -kInf) sum += exp2f(ms - m) * load_cg1(st + 1);
+    }
+    row_stats[r * 2] = m;
+    row_stats[r * 2 + 1] = sum;
+  }
+  __syncthreads();
+  for (int i = tid; i < kRowsPerCta * kVecs; i += kThreads) {
+    const int r = i / kVecs, d = (i % kVecs) * 4;
+    const int row = rb * kRowsPerCta + r;
+    if (row >= kRows) continue;
+    const float m = row_stats[r * 2];
+    float o[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int sp = 0; sp < args.num_splits; ++sp) {
+      const long long slot = (cta_id * args.num_splits + sp) * kRowsPerCta + r;
+      const float ms = load_cg1(part_stats + slot * 2);
+      if (ms == -kInf) continue;
+      const float f = exp2f(ms - m);
+      const F32x4 a = load_cg(part_acc + slot * kHeadDim + d);
+      o[0] += f * a.x; o[1] += f * a.y; o[2] += f * a.z; o[3] += f * a.w;
+    }
+    store_out(args, b, h, row, d, o, m, row_stats[r * 2 + 1], out_scale);
+  }
+}

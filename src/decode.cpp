@@ -1,0 +1,296 @@
+#include "xqajit/decode.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "xqajit/decode_args.h"
+#include "xqajit/error.hpp"
+
+namespace xqajit {
+namespace {
+
+// Every struct member is 8 or 4 bytes; pin the layout the kernel sees.
+static_assert(sizeof(XqajitDecodeArgs) == 248, "XqajitDecodeArgs changed: update the kernel too");
+
+constexpr int kMaxSplits = 64;
+constexpr int kMinSplitTiles = 2;  // a split shorter than this costs more to merge than it saves
+
+[[noreturn]] void fail(const char* field, const std::string& why) {
+  throw ArgumentError(fmt::format("decode: {} {}", field, why));
+}
+
+void require_ptr(const void* p, const char* field, bool aligned16 = true) {
+  if (p == nullptr) fail(field, "is null");
+  if (aligned16 && reinterpret_cast<std::uintptr_t>(p) % 16 != 0)
+    fail(field, fmt::format("({}) is not 16-byte aligned", p));
+}
+
+bool one_of(int v, std::initializer_list<int> allowed) {
+  return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
+}
+
+struct Dim {
+  std::int64_t extent, stride;
+  const char* name;
+};
+
+// Strides must keep 16-byte rows aligned and must not make two elements alias.
+void check_strides(const char* tensor, std::array<Dim, 3> dims, int head_dim, int elem_bytes) {
+  const int align = 16 / elem_bytes;
+  for (const Dim& d : dims) {
+    if (d.stride <= 0)
+      fail(d.name, fmt::format("= {} must be positive", d.stride));
+    if (d.stride % align != 0)
+      fail(d.name, fmt::format("= {} must be a multiple of {} elements (16 bytes) for {}", d.stride,
+                               align, tensor));
+  }
+  std::array<Dim, 4> all = {Dim{head_dim, 1, "head_dim"}, dims[0], dims[1], dims[2]};
+  std::sort(all.begin(), all.end(), [](const Dim& a, const Dim& b) { return a.stride < b.stride; });
+  for (size_t i = 1; i < all.size(); ++i) {
+    const Dim& prev = all[i - 1];
+    if (prev.extent > 1 && all[i].extent > 1 && all[i].stride < prev.stride * prev.extent)
+      fail(all[i].name, fmt::format("= {} makes {} overlap itself: {} spans {} x {} elements",
+                                    all[i].stride, tensor, prev.name, prev.extent, prev.stride));
+  }
+}
+
+struct Strides {
+  std::int64_t q_b, q_t, q_h, o_b, o_t, o_h, k_p, k_t, k_h, v_p, v_t, v_h;
+};
+
+Strides resolved_strides(const DecodeParams& p) {
+  auto pick = [](std::int64_t v, std::int64_t dflt) { return v != 0 ? v : dflt; };
+  const std::int64_t D = p.head_dim, Hq = p.num_q_heads, Hk = p.num_kv_heads, P = p.page_size;
+  const bool nhd = p.kv_layout == KvLayout::nhd;
+  const std::int64_t kv_t = nhd ? Hk * D : D, kv_h = nhd ? D : P * D;
+  Strides s{};
+  s.q_h = pick(p.q_stride_head, D);
+  s.q_t = pick(p.q_stride_token, Hq * D);
+  s.q_b = pick(p.q_stride_batch, p.q_len * Hq * D);
+  s.o_h = pick(p.out_stride_head, D);
+  s.o_t = pick(p.out_stride_token, Hq * D);
+  s.o_b = pick(p.out_stride_batch, p.q_len * Hq * D);
+  s.k_p = pick(p.k_stride_page, P * Hk * D);
+  s.k_t = pick(p.k_stride_token, kv_t);
+  s.k_h = pick(p.k_stride_head, kv_h);
+  s.v_p = pick(p.v_stride_page, P * Hk * D);
+  s.v_t = pick(p.v_stride_token, kv_t);
+  s.v_h = pick(p.v_stride_head, kv_h);
+  return s;
+}
+
+}  // namespace
+
+void validate(const DecodeParams& p) {
+  require_ptr(p.q, "q");
+  require_ptr(p.out, "out");
+  require_ptr(p.k_cache, "k_cache");
+  require_ptr(p.v_cache, "v_cache");
+  require_ptr(p.block_table, "block_table", false);
+  require_ptr(p.seq_lens, "seq_lens", false);
+  if (p.input != DType::fp16 && p.input != DType::bf16)
+    fail("input", fmt::format("= {}: allowed fp16, bf16", to_string(p.input)));
+  if (p.kv != p.input && p.kv != DType::fp8)
+    fail("kv", fmt::format("= {} does not match input {}: allowed {} or fp8", to_string(p.kv),
+                           to_string(p.input), to_string(p.input)));
+  if (p.output != p.input && p.output != DType::fp8)
+    fail("output", fmt::format("= {}: allowed {} (the input type) or fp8", to_string(p.output),
+                               to_string(p.input)));
+  if (p.output == DType::fp8 && p.kv != DType::fp8)
+    fail("output", "= fp8 needs an fp8 KV cache (kv = fp8)");
+  if (p.batch < 1 || p.batch > 65535) fail("batch", fmt::format("= {}: allowed 1 to 65535", p.batch));
+  if (p.q_len < 1 || p.q_len > 32) fail("q_len", fmt::format("= {}: allowed 1 to 32", p.q_len));
+  if (p.num_kv_heads < 1) fail("num_kv_heads", fmt::format("= {} must be >= 1", p.num_kv_heads));
+  if (p.num_q_heads < 1) fail("num_q_heads", fmt::format("= {} must be >= 1", p.num_q_heads));
+  if (p.num_q_heads % p.num_kv_heads != 0)
+    fail("num_q_heads", fmt::format("= {} is not a multiple of num_kv_heads = {}", p.num_q_heads,
+                                    p.num_kv_heads));
+  if (p.num_q_heads / p.num_kv_heads > 64)
+    fail("num_q_heads", fmt::format("/ num_kv_heads = {}: group sizes up to 64 are supported",
+                                    p.num_q_heads / p.num_kv_heads));
+  if (!one_of(p.head_dim, {64, 128, 256})) fail("head_dim", fmt::format("= {}: allowed 64, 128, 256", p.head_dim));
+  if (!one_of(p.page_size, {16, 32, 64, 128}))
+    fail("page_size", fmt::format("= {}: allowed 16, 32, 64, 128", p.page_size));
+  if (p.max_pages_per_seq < 1) fail("max_pages_per_seq", fmt::format("= {} must be >= 1", p.max_pages_per_seq));
+  if (p.block_table_stride != 0 && p.block_table_stride < p.max_pages_per_seq)
+    fail("block_table_stride", fmt::format("= {} is smaller than max_pages_per_seq = {}",
+                                           p.block_table_stride, p.max_pages_per_seq));
+  if (static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size > (1 << 30))
+    fail("max_pages_per_seq", "* page_size exceeds 2^30 keys");
+  if (p.num_pages < 0) fail("num_pages", "must be >= 0");
+  if (p.q_len > 1 && p.spec_mask == nullptr)
+    fail("spec_mask", fmt::format("is null but q_len = {}: speculative decoding needs a mask "
+                                  "[batch, q_len, ceil(q_len/32)] (a causal mask: row i = bits 0..i)",
+                                  p.q_len));
+  if (p.sliding_window < 0) fail("sliding_window", fmt::format("= {} must be >= 0", p.sliding_window));
+  if (p.num_splits < 0 || p.num_splits > kMaxSplits)
+    fail("num_splits", fmt::format("= {}: allowed 0 (automatic) to {}", p.num_splits, kMaxSplits));
+  if (p.kv_tile != 0 && !one_of(p.kv_tile, {16, 32, 64, 128}))
+    fail("kv_tile", fmt::format("= {}: allowed 0 (default), 16, 32, 64, 128", p.kv_tile));
+  const Strides s = resolved_strides(p);
+  const std::int64_t pages = std::max(p.num_pages, 2);
+  check_strides("q", {Dim{p.batch, s.q_b, "q_stride_batch"}, Dim{p.q_len, s.q_t, "q_stride_token"},
+                      Dim{p.num_q_heads, s.q_h, "q_stride_head"}},
+                p.head_dim, dtype_bytes(p.input));
+  check_strides("out", {Dim{p.batch, s.o_b, "out_stride_batch"}, Dim{p.q_len, s.o_t, "out_stride_token"},
+                        Dim{p.num_q_heads, s.o_h, "out_stride_head"}},
+                p.head_dim, dtype_bytes(p.output));
+  check_strides("k_cache", {Dim{pages, s.k_p, "k_stride_page"}, Dim{p.page_size, s.k_t, "k_stride_token"},
+                            Dim{p.num_kv_heads, s.k_h, "k_stride_head"}},
+                p.head_dim, dtype_bytes(p.kv));
+  check_strides("v_cache", {Dim{pages, s.v_p, "v_stride_page"}, Dim{p.page_size, s.v_t, "v_stride_token"},
+                            Dim{p.num_kv_heads, s.v_h, "v_stride_head"}},
+                p.head_dim, dtype_bytes(p.kv));
+}
+
+KernelSpec decode_spec(const DecodeParams& p, const Arch& arch) {
+  KernelSpec s;
+  s.kind = Kind::gqa;
+  s.input = p.input;
+  s.kv = p.kv;
+  s.output = p.output;
+  s.head_dim = p.head_dim;
+  s.page_size = p.page_size;
+  s.group = p.num_kv_heads > 0 ? p.num_q_heads / p.num_kv_heads : 0;
+  s.q_len = p.q_len;
+  s.sliding_window = p.sliding_window > 0;
+  s.arch = arch;
+  s.kv_tile = p.kv_tile;
+  return s;
+}
+
+DecodePlan decode_plan(const DecodeParams& p, const DeviceInfo& device) {
+  DecodePlan plan;
+  plan.spec = normalized(decode_spec(p, device.best_arch()));
+  const int tile = plan.spec.kv_tile;
+  const XqajitDecodeGeometry geo =
+      xqajit_decode_geometry(p.head_dim, plan.spec.group, p.q_len, tile, dtype_bytes(p.kv),
+                             plan.spec.arch.number());
+  if (geo.stages == 0)
+    throw SpecError("kv_tile", std::to_string(tile),
+                    fmt::format("a smaller tile: head_dim {} x {} keys does not fit the shared memory "
+                                "of {}", p.head_dim, tile, plan.spec.arch.str()));
+  plan.threads = static_cast<unsigned>(geo.threads);
+  plan.smem_bytes = static_cast<unsigned>(geo.smem_bytes);
+
+  // Keys a request can need: all of them, or the window plus the drafts (+ tile rounding).
+  const std::int64_t max_len = static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size;
+  std::int64_t covered = max_len;
+  if (p.sliding_window > 0) covered = std::min<std::int64_t>(max_len, p.sliding_window + p.q_len - 1 + tile);
+
+  const std::int64_t base_ctas = static_cast<std::int64_t>(p.batch) * p.num_kv_heads * geo.row_blocks;
+  int splits = p.num_splits;
+  if (splits == 0) {
+    // Fewest waves per unit of work: minimise ceil(ctas / slots) / splits.
+    const int per_sm = std::max(1, std::min(device.max_smem_per_block_optin / (geo.smem_bytes + 1024),
+                                            2048 / geo.threads));
+    const std::int64_t slots = static_cast<std::int64_t>(std::max(1, device.sm_count)) * per_sm;
+    const int max_splits = static_cast<int>(std::clamp<std::int64_t>(
+        covered / (kMinSplitTiles * tile), 1, kMaxSplits));
+    double best = 1e30;
+    splits = 1;
+    for (int s = 1; s <= max_splits; ++s) {
+      const double waves = static_cast<double>((base_ctas * s + slots - 1) / slots);
+      const double cost = waves / s;
+      if (cost < best * 0.97) {  // more splits only for a real gain (merging is not free)
+        best = cost;
+        splits = s;
+      }
+    }
+  }
+  std::int64_t split_tokens = (covered + splits - 1) / splits;
+  split_tokens = std::max<std::int64_t>(tile, (split_tokens + tile - 1) / tile * tile);
+  splits = static_cast<int>(std::max<std::int64_t>(1, (covered + split_tokens - 1) / split_tokens));
+  plan.num_splits = splits;
+  plan.split_tokens = static_cast<int>(split_tokens);
+  plan.grid[0] = static_cast<unsigned>(splits);
+  plan.grid[1] = static_cast<unsigned>(p.num_kv_heads * geo.row_blocks);
+  plan.grid[2] = static_cast<unsigned>(p.batch);
+  if (splits > 1) {
+    const std::size_t counters = static_cast<std::size_t>(base_ctas) * sizeof(unsigned);
+    const std::size_t counters_aligned = (counters + 255) / 256 * 256;
+    const std::size_t slots = static_cast<std::size_t>(base_ctas) * splits * geo.rows_per_cta;
+    plan.workspace_bytes = counters_aligned + slots * (p.head_dim + 2) * sizeof(float);
+  }
+  return plan;
+}
+
+std::size_t decode_workspace_size(const DecodeParams& params, const DeviceInfo& device) {
+  validate(params);
+  return decode_plan(params, device).workspace_bytes;
+}
+
+void decode(Engine& engine, const DecodeParams& p, Stream stream) {
+  validate(p);
+  Driver& driver = Driver::instance();
+  const int device = driver.stream_device(stream);
+  const DecodePlan plan = decode_plan(p, driver.device(device));
+  if (plan.workspace_bytes > 0) {
+    if (p.workspace == nullptr)
+      fail("workspace", fmt::format("is null but this launch splits the sequence {} ways and needs "
+                                    "{} bytes (decode_workspace_size); allocate it once, zeroed",
+                                    plan.num_splits, plan.workspace_bytes));
+    if (reinterpret_cast<std::uintptr_t>(p.workspace) % 256 != 0)
+      fail("workspace", "is not 256-byte aligned");
+    if (p.workspace_bytes < plan.workspace_bytes)
+      fail("workspace_bytes", fmt::format("= {} but this launch needs {} (decode_workspace_size)",
+                                          p.workspace_bytes, plan.workspace_bytes));
+  }
+  const LoadedKernel& kernel = engine.kernel(plan.spec, device, stream);
+
+  const Strides s = resolved_strides(p);
+  XqajitDecodeArgs args{};
+  args.q = p.q;
+  args.out = p.out;
+  args.k_cache = p.k_cache;
+  args.v_cache = p.v_cache;
+  args.block_table = p.block_table;
+  args.seq_lens = p.seq_lens;
+  args.sinks = p.sinks;
+  args.spec_mask = p.spec_mask;
+  args.q_scale_ptr = p.q_scale_ptr;
+  args.kv_scale_ptr = p.kv_scale_ptr;
+  args.rcp_out_scale_ptr = p.rcp_out_scale_ptr;
+  args.q_scale = p.q_scale;
+  args.kv_scale = p.kv_scale;
+  args.rcp_out_scale = p.rcp_out_scale;
+  args.window = p.sliding_window;
+  const std::int64_t num_ctas = static_cast<std::int64_t>(p.batch) * plan.grid[1];
+  if (plan.num_splits > 1) {
+    const std::size_t counters_aligned = (num_ctas * sizeof(unsigned) + 255) / 256 * 256;
+    args.counters = static_cast<unsigned*>(p.workspace);
+    args.partial = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + counters_aligned);
+  }
+  args.q_stride_batch = s.q_b;
+  args.q_stride_token = s.q_t;
+  args.q_stride_head = s.q_h;
+  args.o_stride_batch = s.o_b;
+  args.o_stride_token = s.o_t;
+  args.o_stride_head = s.o_h;
+  args.k_stride_page = s.k_p;
+  args.k_stride_token = s.k_t;
+  args.k_stride_head = s.k_h;
+  args.v_stride_page = s.v_p;
+  args.v_stride_token = s.v_t;
+  args.v_stride_head = s.v_h;
+  args.block_table_stride = static_cast<int>(p.block_table_stride != 0 ? p.block_table_stride : p.max_pages_per_seq);
+  args.max_pages_per_seq = p.max_pages_per_seq;
+  args.batch = p.batch;
+  args.num_kv_heads = p.num_kv_heads;
+  args.num_splits = plan.num_splits;
+  args.split_tokens = plan.split_tokens;
+  args.mask_words = (p.q_len + 31) / 32;
+
+  LaunchConfig config;
+  std::copy(plan.grid, plan.grid + 3, config.grid);
+  config.block[0] = plan.threads;
+  config.dynamic_smem = plan.smem_bytes;
+  void* params[] = {&args};
+  driver.launch(kernel, config, stream, params);
+}
+
+}  // namespace xqajit

@@ -1,0 +1,166 @@
+// Spec validation, canonical names (golden), parse <-> print round trip, flags.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "xqajit/error.hpp"
+#include "xqajit/spec.hpp"
+
+using namespace xqajit;
+
+namespace {
+
+KernelSpec gqa(const std::map<std::string, std::string>& extra = {}) {
+  std::map<std::string, std::string> f = {{"arch", "sm_90a"}};
+  for (auto& [k, v] : extra) f[k] = v;
+  return spec_from_fields(f);
+}
+
+bool has_flag(const KernelSpec& s, const std::string& flag) {
+  const auto fl = flags(s);
+  return std::find(fl.begin(), fl.end(), flag) != fl.end();
+}
+
+template <typename Fn>
+SpecError spec_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const SpecError& e) {
+    return e;
+  }
+  FAIL("expected a SpecError");
+  return SpecError("", "", "");
+}
+
+}  // namespace
+
+TEST_CASE("golden canonical names", "[spec]") {
+  // These names are the cache keys on disk and in bundles: changing them
+  // orphans every cached cubin, so they are pinned here.
+  CHECK(canonical_name(gqa()) == "gqa_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64_sm90a");
+  CHECK(canonical_name(gqa({{"input", "bf16"}, {"kv", "fp8"}, {"group", "8"}})) ==
+        "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_sm90a");
+  CHECK(canonical_name(gqa({{"input", "bf16"}, {"kv", "fp8"}, {"output", "fp8"}, {"head_dim", "256"},
+                            {"page_size", "16"}, {"q_len", "4"}, {"sliding_window", "1"},
+                            {"arch", "sm_120a"}})) ==
+        "gqa_bf16_kvfp8_ofp8_d256_p16_g1_q4_sw1_t32_sm120a");
+  CHECK(canonical_name(spec_from_fields({{"kind", "mla"}, {"group", "128"}, {"arch", "sm_90"}})) ==
+        "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t64_sm90");
+  CHECK(canonical_name(spec_from_fields({{"kind", "mla"}, {"input", "fp8"}, {"group", "16"}, {"arch", "sm_120a"}})) ==
+        "mla_fp8_kvfp8_obf16_d576_p64_g16_q1_sw0_t64_sm120a");
+}
+
+TEST_CASE("names parse back to the same spec", "[spec]") {
+  for (const auto& s : {gqa(), gqa({{"input", "bf16"}, {"kv", "fp8"}, {"output", "fp8"}, {"q_len", "3"}}),
+                        gqa({{"head_dim", "64"}, {"page_size", "128"}, {"group", "16"}, {"arch", "sm_80"}}),
+                        spec_from_fields({{"kind", "mla"}, {"group", "64"}, {"arch", "sm_100a"}})}) {
+    const std::string name = canonical_name(s);
+    const KernelSpec back = parse_name(name);
+    CHECK(back == normalized(s));
+    CHECK(canonical_name(back) == name);
+    CHECK(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos);
+  }
+}
+
+TEST_CASE("field order and defaults do not change the name", "[spec]") {
+  const auto a = spec_from_fields({{"arch", "sm_90a"}, {"input", "bf16"}, {"group", "4"}});
+  const auto b = spec_from_fields({{"group", "4"}, {"input", "bf16"}, {"arch", "sm_90a"}, {"kv", "bf16"}, {"output", "bf16"}});
+  CHECK(canonical_name(a) == canonical_name(b));
+  CHECK(canonical_name(gqa({{"kv_tile", "64"}})) == canonical_name(gqa()));
+}
+
+TEST_CASE("malformed names are rejected", "[spec]") {
+  for (const char* bad : {"", "gqa", "gqa_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64",
+                          "gqa_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64_sm90a_extra",
+                          "xyz_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64_sm90a",
+                          "gqa_fp16_kvfp16_ofp16_d100_p64_g1_q1_sw0_t64_sm90a",
+                          "gqa_fp16_kvfp16_ofp16_d128_p64_g01_q1_sw0_t64_sm90a"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_name(bad), SpecError);
+  }
+}
+
+TEST_CASE("invalid values name the field, the value and what is allowed", "[spec]") {
+  auto e = spec_error([] { gqa({{"head_dim", "100"}}); });
+  CHECK(e.field() == "head_dim");
+  CHECK(e.value() == "100");
+  CHECK(e.allowed() == "64, 128, 256");
+  CHECK(std::string(e.what()).find("head_dim=100") != std::string::npos);
+
+  CHECK(spec_error([] { gqa({{"page_size", "48"}}); }).field() == "page_size");
+  CHECK(spec_error([] { gqa({{"group", "0"}}); }).field() == "group");
+  CHECK(spec_error([] { gqa({{"group", "65"}}); }).field() == "group");
+  CHECK(spec_error([] { gqa({{"q_len", "0"}}); }).field() == "q_len");
+  CHECK(spec_error([] { gqa({{"input", "fp32"}}); }).field() == "input");
+  CHECK(spec_error([] { gqa({{"input", "fp8"}}); }).field() == "input");
+  CHECK(spec_error([] { gqa({{"kv", "bf16"}}); }).field() == "kv");  // fp16 input, bf16 cache
+  CHECK(spec_error([] { gqa({{"sliding_window", "2"}}); }).field() == "sliding_window");
+  CHECK(spec_error([] { gqa({{"arch", "sm_70"}}); }).field() == "arch");
+  CHECK(spec_error([] { gqa({{"arch", "sm_89a"}}); }).field() == "arch");
+  CHECK(spec_error([] { gqa({{"arch", "banana"}}); }).field() == "arch");
+  CHECK(spec_error([] { gqa({{"kv_tile", "48"}}); }).field() == "kv_tile");
+  CHECK(spec_error([] { gqa({{"colour", "red"}}); }).field() == "colour");
+  CHECK(spec_error([] { gqa({{"head_dim", "-1"}}); }).field() == "head_dim");
+}
+
+TEST_CASE("invalid combinations are rejected", "[spec]") {
+  // fp8 output needs a quantized cache.
+  auto e = spec_error([] { gqa({{"input", "bf16"}, {"output", "fp8"}}); });
+  CHECK(e.field() == "output");
+  CHECK(e.allowed().find("fp8 KV cache") != std::string::npos);
+  // fp8 needs Ada or newer.
+  CHECK(spec_error([] { gqa({{"kv", "fp8"}, {"arch", "sm_80"}}); }).field() == "arch");
+  // MLA: head dim 576 only, bf16 output, kv = input, no sliding window.
+  CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"head_dim", "128"}, {"arch", "sm_90a"}}); }).field() == "head_dim");
+  CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"input", "fp16"}, {"arch", "sm_90a"}}); }).field() == "input");
+  CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"kv", "fp8"}, {"arch", "sm_90a"}}); }).field() == "kv");
+  CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"sliding_window", "1"}, {"arch", "sm_90a"}}); }).field() == "sliding_window");
+  // An arch the installed NVRTC cannot target.
+  KernelSpec s = gqa({{"arch", "sm_121a"}});
+  auto e2 = spec_error([&] { validate(s, {80, 86, 89, 90, 100, 120}); });
+  CHECK(e2.field() == "arch");
+  CHECK(e2.allowed().find("installed NVRTC") != std::string::npos);
+  // A missing arch with nothing to default to.
+  CHECK(spec_error([] { spec_from_fields({{"input", "bf16"}}); }).field() == "arch");
+  // A default arch fills it in.
+  const Arch def = Arch::parse("sm_90a");
+  CHECK(spec_from_fields({{"input", "bf16"}}, &def).arch == def);
+}
+
+TEST_CASE("flags per family", "[spec]") {
+  const auto base = gqa({{"input", "bf16"}, {"group", "8"}, {"page_size", "32"}, {"head_dim", "64"}});
+  CHECK(has_flag(base, "-DCACHE_ELEM_ENUM=0"));
+  CHECK(has_flag(base, "-DINPUT_FP16=0"));
+  CHECK(has_flag(base, "-DHEAD_ELEMS=64"));
+  CHECK(has_flag(base, "-DHEAD_GRP_SIZE=8"));
+  CHECK(has_flag(base, "-DTOKENS_PER_PAGE=32"));
+  CHECK(has_flag(base, "-DBEAM_WIDTH=1"));
+  CHECK(has_flag(base, "-DSPEC_DEC=0"));
+  CHECK(has_flag(base, "-DLOW_PREC_OUTPUT=0"));
+  CHECK(has_flag(base, "-DMLA_BF16=0"));
+  CHECK(has_flag(base, "-DIS_MLA=0"));
+  CHECK(has_flag(gqa(), "-DINPUT_FP16=1"));
+  CHECK(has_flag(gqa({{"kv", "fp8"}}), "-DCACHE_ELEM_ENUM=2"));
+  CHECK(has_flag(gqa({{"kv", "fp8"}, {"output", "fp8"}}), "-DLOW_PREC_OUTPUT=1"));
+  CHECK(has_flag(gqa({{"sliding_window", "1"}}), "-DSLIDING_WINDOW=1"));
+  const auto spec_dec = gqa({{"q_len", "4"}});
+  CHECK(has_flag(spec_dec, "-DSPEC_DEC=1"));
+  CHECK(has_flag(spec_dec, "-DSPEC_Q_SEQ_LEN=4"));
+  const auto mla_bf16 = spec_from_fields({{"kind", "mla"}, {"group", "128"}, {"arch", "sm_90a"}});
+  CHECK(has_flag(mla_bf16, "-DMLA_BF16=1"));
+  CHECK(has_flag(mla_bf16, "-DIS_MLA=1"));
+  CHECK(has_flag(mla_bf16, "-DHEAD_ELEMS=576"));
+  const auto mla_fp8 = spec_from_fields({{"kind", "mla"}, {"input", "fp8"}, {"group", "128"}, {"arch", "sm_90a"}});
+  CHECK(has_flag(mla_fp8, "-DMLA_BF16=0"));
+  CHECK(has_flag(mla_fp8, "-DCACHE_ELEM_ENUM=2"));
+}
+
+TEST_CASE("arch parsing", "[spec]") {
+  CHECK(Arch::parse("sm_90a") == Arch{9, 0, true});
+  CHECK(Arch::parse("sm90a") == Arch{9, 0, true});
+  CHECK(Arch::parse("120a") == Arch{12, 0, true});
+  CHECK(Arch::parse("sm_86").str() == "sm_86");
+  CHECK(Arch::parse("sm_121a").number() == 121);
+  CHECK_THROWS_AS(Arch::parse("sm_"), SpecError);
+  CHECK_THROWS_AS(Arch::parse("sm_75"), SpecError);
+}

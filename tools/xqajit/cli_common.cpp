@@ -1,0 +1,85 @@
+// make_options() and the helpers the subcommands share (see cli_common.hpp).
+
+#include "cli_common.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <map>
+
+#include "xqajit/driver.hpp"
+#include "xqajit/error.hpp"
+
+namespace xqajit::cli {
+
+Options make_options(const GlobalFlags& flags) {
+  Options options = Options::from_env();
+  if (!flags.cache_dir.empty()) options.cache_dir = flags.cache_dir;
+  if (flags.no_compile) options.no_compile = true;
+  // --bundle adds to XQAJIT_BUNDLES, ahead of it: what the command line names wins.
+  std::vector<std::filesystem::path> bundles(flags.bundles.begin(), flags.bundles.end());
+  bundles.insert(bundles.end(), options.bundles.begin(), options.bundles.end());
+  options.bundles = std::move(bundles);
+  return options;
+}
+
+std::optional<Arch> current_gpu_arch(const Options& options) {
+  try {
+    if (!Driver::available(options.libcuda_path)) return std::nullopt;
+    Driver& driver = Driver::instance(options.libcuda_path);
+    if (driver.device_count() <= 0) return std::nullopt;
+    return driver.device(0).best_arch();
+  } catch (const std::exception&) {
+    return std::nullopt;  // a broken driver install is doctor's business, not spec's
+  }
+}
+
+KernelSpec spec_from_args(const std::vector<std::string>& args, const Options& options) {
+  if (args.empty()) throw UsageError("expected a spec: " + spec_args_help());
+  if (args.size() == 1 && looks_like_name(args[0])) return parse_name(args[0]);
+
+  std::map<std::string, std::string> fields;
+  for (const std::string& arg : args) {
+    const auto eq = arg.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw UsageError(fmt::format(
+          "'{}' is not FIELD=VALUE (a canonical NAME must be the only argument); fields: {}", arg,
+          fmt::join(spec_field_names(), ", ")));
+    }
+    const std::string field = arg.substr(0, eq);
+    if (!fields.emplace(field, arg.substr(eq + 1)).second)
+      throw UsageError(fmt::format("field '{}' is given twice", field));
+  }
+  // Resolve the GPU only when needed: it costs a cuInit.
+  std::optional<Arch> gpu_arch;
+  if (fields.count("arch") == 0) gpu_arch = current_gpu_arch(options);
+  return spec_from_fields(fields, gpu_arch ? &*gpu_arch : nullptr);
+}
+
+std::string spec_args_help() {
+  return fmt::format(
+      "a canonical NAME (e.g. gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_sm90a) or FIELD=VALUE "
+      "arguments in any order; fields: {}. Defaults: kind=gqa, kv=input, output=input, q_len=1, "
+      "sliding_window=0, arch=the current GPU's (required without a GPU)",
+      fmt::join(spec_field_names(), ", "));
+}
+
+void print_json(const nlohmann::json& value) {
+  const std::string text = value.dump();
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", value, kUnits[unit]);
+}
+
+}  // namespace xqajit::cli
