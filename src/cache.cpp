@@ -33,17 +33,17 @@ constexpr char kLockSuffix[] = ".lock";
 constexpr char kTrashPrefix[] = ".trash.";
 // Leftovers younger than this may belong to a publish in flight.
 constexpr auto kStrayAge = std::chrono::minutes(1);
-// Publishers racing on one entry without its lock can pair one's cubin with the
-// other's manifest; the last to finish notices and writes again, after a short
-// random pause so that two such publishers do not keep colliding.
+// publish takes the entry lock unless this process holds it already, so only
+// threads of one process sharing a lock can still race and pair one's cubin with
+// the other's manifest; the last to finish notices and writes again, after a
+// short random pause so that two such publishers do not keep colliding.
 constexpr int kMaxPublishAttempts = 16;
 
 void check_name(const std::string& name) {
   if (name.empty()) throw CacheError("cache entry name is empty; pass the spec's canonical name");
   // Names become single path components; a leading dot is reserved for temp and
   // trash files, and "<x>.lock" would collide with entry x's lock file.
-  const bool ends_with_lock =
-      name.size() >= 5 && name.compare(name.size() - 5, 5, kLockSuffix) == 0;
+  const bool ends_with_lock = name.size() >= 5 && name.compare(name.size() - 5, 5, kLockSuffix) == 0;
   if (name.find('/') != std::string::npos || name.find('\0') != std::string::npos || name.front() == '.' ||
       ends_with_lock || name.size() > 200)
     throw CacheError("cache entry name '" + name +
@@ -140,7 +140,8 @@ EntryCheck check_entry(const fs::path& dir, const std::string& fingerprint, cons
 // so no reader or publisher ever sees it partly removed. False if it was not there
 // or could not be moved.
 bool remove_entry_dir(const fs::path& dir) {
-  const fs::path trash = dir.parent_path() / (kTrashPrefix + dir.filename().string() + "." + detail::unique_suffix());
+  const fs::path trash =
+      dir.parent_path() / (kTrashPrefix + dir.filename().string() + "." + detail::unique_suffix());
   std::error_code ec;
   fs::rename(dir, trash, ec);
   if (ec) return false;
@@ -175,26 +176,31 @@ std::vector<fs::path> subdirectories(const fs::path& dir) {
   return result;
 }
 
-std::string log_name(const fs::path& dir) { return dir.string(); }
-
 }  // namespace
 
 std::string toolchain_fingerprint(const std::string& nvrtc_version, const std::string& template_hash) {
-  return "v" + std::to_string(kCacheFormatVersion) + "-nvrtc" + nvrtc_version + "-t" + template_hash.substr(0, 16);
+  return "v" + std::to_string(kCacheFormatVersion) + "-nvrtc" + nvrtc_version + "-t" +
+         template_hash.substr(0, 16);
 }
 
 EntryLock::EntryLock(EntryLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
 
 EntryLock& EntryLock::operator=(EntryLock&& other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the flock
+    if (fd_ >= 0) {
+      detail::forget_held_lock(fd_);
+      ::close(fd_);  // closing the descriptor releases the flock
+    }
     fd_ = std::exchange(other.fd_, -1);
   }
   return *this;
 }
 
 EntryLock::~EntryLock() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) {
+    detail::forget_held_lock(fd_);
+    ::close(fd_);
+  }
 }
 
 DiskCache::DiskCache(fs::path root, std::string fingerprint)
@@ -219,7 +225,7 @@ DiskCache::DiskCache(fs::path root, std::string fingerprint)
     detail::logger()->warn(
         "xqajit cache: {} is not writable ({}); compiled kernels will be kept in memory only. Point "
         "XQAJIT_CACHE_DIR at a writable directory to keep them across runs.",
-        log_name(dir), ec.message());
+        dir.string(), ec.message());
 }
 
 fs::path DiskCache::entry_dir(const std::string& name) const {
@@ -237,22 +243,28 @@ std::optional<std::vector<char>> DiskCache::load(const std::string& name) const 
     std::error_code ec;
     UniqueFd held = detail::lock_file(lock_path_of(dir), LockWait::kTry, ec);
     if (!held.valid()) {
-      if (!check.half)
-        detail::logger()->warn("xqajit cache: ignoring entry {}: {}; it will be rebuilt", log_name(dir),
+      // Someone is working on the entry; what we saw may be a publish in flight, so look once more.
+      check = check_entry(dir, fingerprint_, name);
+      if (check.cubin) {
+        detail::touch(dir / kManifestFile);
+        return check.cubin;
+      }
+      if (!check.half && !check.absent)
+        detail::logger()->warn("xqajit cache: ignoring entry {}: {}; it will be rebuilt", dir.string(),
                                check.problem);
       return std::nullopt;
     }
     check = check_entry(dir, fingerprint_, name);  // it may have been finished meanwhile
     if (check.absent) return std::nullopt;
     if (!check.cubin) {
-      detail::logger()->warn("xqajit cache: removing broken entry {}: {}; it will be rebuilt", log_name(dir),
+      detail::logger()->warn("xqajit cache: removing broken entry {}: {}; it will be rebuilt", dir.string(),
                              check.problem);
       remove_entry_dir(dir);
       return std::nullopt;
     }
   }
   if (!check.cubin) {
-    detail::logger()->warn("xqajit cache: ignoring entry {} in a read-only cache: {}", log_name(dir),
+    detail::logger()->warn("xqajit cache: ignoring entry {} in a read-only cache: {}", dir.string(),
                            check.problem);
     return std::nullopt;
   }
@@ -274,22 +286,21 @@ std::optional<fs::path> DiskCache::publish(const std::string& name, const std::v
     detail::touch(dir / kManifestFile);
     return dir;  // another process published the same bytes first
   }
-  const std::string manifest = nlohmann::json{{"format_version", kCacheFormatVersion},
-                                              {"name", name},
-                                              {"fingerprint", fingerprint_},
-                                              {"cubin_file", kCubinFile},
-                                              {"cubin_bytes", cubin.size()},
-                                              {"sha256", sha},
-                                              {"created", utc_now_iso8601()},
-                                              {"meta", std::move(meta)}}
-                                   .dump(2) +
-                               "\n";
+  const std::string manifest =
+      nlohmann::json{{"format_version", kCacheFormatVersion}, {"name", name},
+                     {"fingerprint", fingerprint_},           {"cubin_file", kCubinFile},
+                     {"cubin_bytes", cubin.size()},           {"sha256", sha},
+                     {"created", utc_now_iso8601()},          {"meta", std::move(meta)}}
+          .dump(2) +
+      "\n";
 
-  // Hold the entry lock while writing if nobody does, so a reader that sees the
-  // entry mid-write leaves it alone. If it is held (by our caller, or by another
-  // process that will publish after us) we go ahead: the checksum keeps readers safe.
+  // Publish under the entry lock, so publishers never interleave and a reader
+  // that sees the entry mid-write leaves it alone. Callers normally hold it
+  // already (lock, load, compile, publish); otherwise take it here.
   std::error_code ec;
-  UniqueFd publish_lock = detail::lock_file(lock_path_of(dir), LockWait::kTry, ec);
+  UniqueFd publish_lock;
+  if (!detail::this_process_holds_lock(lock_path_of(dir)))
+    publish_lock = detail::lock_file(lock_path_of(dir), LockWait::kBlock, ec);  // best effort
 
   thread_local std::minstd_rand backoff_random(std::random_device{}());
   for (int attempt = 0; attempt < kMaxPublishAttempts; ++attempt) {
@@ -310,7 +321,7 @@ std::optional<fs::path> DiskCache::publish(const std::string& name, const std::v
     if (ec) {
       detail::logger()->warn(
           "xqajit cache: could not publish {} ({}); the kernel stays in memory only for this process",
-          log_name(dir), ec.message());
+          dir.string(), ec.message());
       remove_entry_dir(dir);  // never leave half an entry (or a full disk) behind
       return std::nullopt;
     }
@@ -319,7 +330,7 @@ std::optional<fs::path> DiskCache::publish(const std::string& name, const std::v
     if (check_entry(dir, fingerprint_, name).cubin) return dir;
   }
   detail::logger()->warn("xqajit cache: gave up publishing {} after {} attempts racing other publishers",
-                         log_name(dir), kMaxPublishAttempts);
+                         dir.string(), kMaxPublishAttempts);
   return std::nullopt;
 }
 
@@ -334,6 +345,7 @@ EntryLock DiskCache::lock(const std::string& name) const {
                            lock_path_of(dir).string(), ec.message());
     return EntryLock();
   }
+  detail::remember_held_lock(fd.get());
   return EntryLock(fd.release());
 }
 
@@ -341,7 +353,9 @@ std::vector<CacheEntry> DiskCache::list(bool all_fingerprints) const {
   std::vector<CacheEntry> entries;
   for (const fs::path& fingerprint_dir : subdirectories(root_)) {
     const std::string fingerprint = fingerprint_dir.filename().string();
-    if (!is_fingerprint_dir_name(fingerprint, fingerprint_) || (!all_fingerprints && fingerprint != fingerprint_)) continue;
+    if (!is_fingerprint_dir_name(fingerprint, fingerprint_) ||
+        (!all_fingerprints && fingerprint != fingerprint_))
+      continue;
     for (const fs::path& dir : subdirectories(fingerprint_dir)) {
       if (!is_entry_dir_name(dir.filename().string())) continue;
       std::error_code ec;

@@ -185,11 +185,12 @@ DecodePlan decode_plan(const DecodeParams& p, const DeviceInfo& device) {
   const std::int64_t base_ctas = static_cast<std::int64_t>(p.batch) * p.num_kv_heads * geo.row_blocks;
   int splits = p.num_splits;
   if (splits == 0) {
-    // Fewest waves per unit of work: minimise ceil(ctas / slots) / splits.
+    // A batch that fills every resident slot is not split (merging is not free);
+    // otherwise take the fewest waves per unit of work: min ceil(ctas / slots) / splits.
     const int per_sm = std::max(1, std::min(device.max_smem_per_block_optin / (geo.smem_bytes + 1024),
                                             2048 / geo.threads));
     const std::int64_t slots = static_cast<std::int64_t>(std::max(1, device.sm_count)) * per_sm;
-    const int max_splits = static_cast<int>(std::clamp<std::int64_t>(
+    const int max_splits = base_ctas >= slots ? 1 : static_cast<int>(std::clamp<std::int64_t>(
         covered / (kMinSplitTiles * tile), 1, kMaxSplits));
     double best = 1e30;
     splits = 1;

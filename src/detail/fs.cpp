@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <random>
 #include <utility>
 
@@ -20,6 +22,21 @@ namespace {
 std::error_code last_error() { return {errno, std::generic_category()}; }
 
 constexpr std::string_view kTempMarker = ".tmp.";
+
+struct FileId {
+  dev_t device;
+  ino_t inode;
+};
+
+// Leaked on purpose: locks may be released during static destruction.
+std::mutex& held_locks_mutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+std::map<int, FileId>& held_locks() {
+  static auto* locks = new std::map<int, FileId>;
+  return *locks;
+}
 
 }  // namespace
 
@@ -52,7 +69,8 @@ std::string unique_suffix() {
 }
 
 bool is_temp_file_name(std::string_view filename) {
-  return filename.size() > 1 && filename.front() == '.' && filename.find(kTempMarker) != std::string_view::npos;
+  return filename.size() > 1 && filename.front() == '.' &&
+         filename.find(kTempMarker) != std::string_view::npos;
 }
 
 std::error_code write_file_atomically(const fs::path& target, const void* data, std::size_t size) {
@@ -133,19 +151,43 @@ UniqueFd lock_file(const fs::path& path, LockWait wait, std::error_code& ec) {
       rc = ::flock(fd.get(), operation);
     } while (rc != 0 && errno == EINTR);
     if (rc != 0) {
-      ec = (errno == EWOULDBLOCK) ? std::make_error_code(std::errc::resource_unavailable_try_again) : last_error();
+      ec = (errno == EWOULDBLOCK) ? std::make_error_code(std::errc::resource_unavailable_try_again)
+                                  : last_error();
       return {};
     }
     // The lock only counts if the file we locked is still the one at `path`.
-    struct stat locked {}, current {};
+    struct stat locked {
+    }, current{};
     if (::fstat(fd.get(), &locked) != 0) {
       ec = last_error();
       return {};
     }
-    if (::stat(path.c_str(), &current) == 0 && current.st_dev == locked.st_dev && current.st_ino == locked.st_ino)
+    if (::stat(path.c_str(), &current) == 0 && current.st_dev == locked.st_dev &&
+        current.st_ino == locked.st_ino)
       return fd;
     // Replaced or removed under us: drop this lock and take the current file's.
   }
+}
+
+void remember_held_lock(int fd) {
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) return;
+  std::lock_guard<std::mutex> guard(held_locks_mutex());
+  held_locks()[fd] = {info.st_dev, info.st_ino};
+}
+
+void forget_held_lock(int fd) {
+  std::lock_guard<std::mutex> guard(held_locks_mutex());
+  held_locks().erase(fd);
+}
+
+bool this_process_holds_lock(const fs::path& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return false;
+  std::lock_guard<std::mutex> guard(held_locks_mutex());
+  for (const auto& [fd, id] : held_locks())
+    if (id.device == info.st_dev && id.inode == info.st_ino) return true;
+  return false;
 }
 
 }  // namespace xqajit::detail

@@ -68,4 +68,13 @@ enum class LockWait { kBlock, kTry };
 /// already held lock returns an invalid fd and errc::resource_unavailable_try_again.
 UniqueFd lock_file(const std::filesystem::path& path, LockWait wait, std::error_code& ec);
 
+/// Bookkeeping of the locks this process holds for callers (EntryLock), by file
+/// identity, so a library function can tell whether its caller already holds a
+/// lock: taking it again through a second descriptor would deadlock, because
+/// flock locks belong to open file descriptions, not to processes.
+void remember_held_lock(int fd);
+/// Call before closing the descriptor: descriptor numbers are reused.
+void forget_held_lock(int fd);
+bool this_process_holds_lock(const std::filesystem::path& path);
+
 }  // namespace xqajit::detail

@@ -84,7 +84,7 @@ struct DecodeProblem {
     for (int b = 0; b < B; ++b)
       for (int pg = 0; pg < (lens[b] + P - 1) / P; ++pg) table[std::size_t(b) * max_pages + pg] = perm[next++];
 
-    const std::int64_t q_head_stride = c.padded_q ? D + 8 * (16 / dtype_bytes(c.input)) / 8 * 8 : D;
+    const std::int64_t q_head_stride = c.padded_q ? D + 16 : D;
     const std::size_t q_elems = std::size_t(B) * Q * Hq * q_head_stride;
     q = nan_bytes(c.input, q_elems);  // padding between heads is NaN too
     for (int b = 0; b < B; ++b)

@@ -42,9 +42,9 @@ KernelSpec spec_from_args(const std::vector<std::string>& args, const Options& o
   for (const std::string& arg : args) {
     const auto eq = arg.find('=');
     if (eq == std::string::npos || eq == 0) {
-      throw UsageError(fmt::format(
-          "'{}' is not FIELD=VALUE (a canonical NAME must be the only argument); fields: {}", arg,
-          fmt::join(spec_field_names(), ", ")));
+      throw UsageError(
+          fmt::format("'{}' is not FIELD=VALUE (a canonical NAME must be the only argument); fields: {}", arg,
+                      fmt::join(spec_field_names(), ", ")));
     }
     const std::string field = arg.substr(0, eq);
     if (!fields.emplace(field, arg.substr(eq + 1)).second)

@@ -23,9 +23,9 @@ namespace fs = std::filesystem;
 
 // C++17 has no clock_cast: shift by the offset between the two clocks' "now".
 std::string iso_time(fs::file_time_type t) {
-  const auto system = std::chrono::system_clock::now() +
-                      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                          t - fs::file_time_type::clock::now());
+  const auto system =
+      std::chrono::system_clock::now() +
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(t - fs::file_time_type::clock::now());
   const std::time_t seconds = std::chrono::system_clock::to_time_t(system);
   std::tm utc{};
   gmtime_r(&seconds, &utc);
@@ -154,9 +154,8 @@ nlohmann::json probe_nvrtc(const Compiler& compiler) {
 }
 
 nlohmann::json probe_cache(const Options& options, const std::string& fingerprint) {
-  nlohmann::json out = {{"root", options.cache_dir.string()},
-                        {"fingerprint", fingerprint},
-                        {"enabled", options.disk_cache}};
+  nlohmann::json out = {
+      {"root", options.cache_dir.string()}, {"fingerprint", fingerprint}, {"enabled", options.disk_cache}};
   try {
     DiskCache cache(options.cache_dir, fingerprint);
     out["writable"] = cache.writable();
@@ -217,7 +216,8 @@ void print_doctor_text(const nlohmann::json& r) {
   }
   const auto& t = r["templates"];
   fmt::print("kernel templates\n");
-  if (t.contains("error")) fmt::print("  ERROR: {}\n", t["error"].get<std::string>());
+  if (t.contains("error"))
+    fmt::print("  ERROR: {}\n", t["error"].get<std::string>());
   else
     fmt::print("  origin {}, {} files, sha256 {}\n", t["origin"].get<std::string>(), t["files"].get<int>(),
                t["hash"].get<std::string>());
@@ -236,8 +236,10 @@ void print_doctor_text(const nlohmann::json& r) {
   fmt::print("bundles\n");
   if (r["bundles"].empty()) fmt::print("  none (set XQAJIT_BUNDLES or pass --bundle FILE)\n");
   for (const auto& b : r["bundles"]) {
-    if (b["ok"]) fmt::print("  {}: {} entries\n", b["path"].get<std::string>(), b["entries"].get<std::size_t>());
-    else fmt::print("  {}: UNUSABLE: {}\n", b["path"].get<std::string>(), b["error"].get<std::string>());
+    if (b["ok"])
+      fmt::print("  {}: {} entries\n", b["path"].get<std::string>(), b["entries"].get<std::size_t>());
+    else
+      fmt::print("  {}: UNUSABLE: {}\n", b["path"].get<std::string>(), b["error"].get<std::string>());
   }
   fmt::print("summary\n");
   for (const auto& line : r["summary"]) fmt::print("  {}\n", line.get<std::string>());
@@ -251,9 +253,8 @@ void run_doctor(const GlobalFlags& flags) {
   std::optional<TemplateSet> templates;
   try {
     templates = TemplateSet::load(options.template_dir);
-    report["templates"] = {{"origin", templates->origin()},
-                           {"hash", templates->hash()},
-                           {"files", templates->files().size()}};
+    report["templates"] = {
+        {"origin", templates->origin()}, {"hash", templates->hash()}, {"files", templates->files().size()}};
   } catch (const std::exception& e) {
     report["templates"] = {{"error", e.what()}};
   }
@@ -278,17 +279,21 @@ void run_doctor(const GlobalFlags& flags) {
   std::vector<std::string> summary;
   summary.push_back(nvrtc && !options.no_compile
                         ? "compile + prewarm: yes"
-                        : (options.no_compile ? "compile: no (XQAJIT_NO_COMPILE / --no-compile)"
-                                              : "compile: no (NVRTC not found; set XQAJIT_LIBNVRTC or "
-                                                "install the CUDA toolkit); bundles and the cache still serve"));
-  summary.push_back(gpu ? "launch kernels: yes"
-                        : "launch kernels: no (no driver or no GPU); spec, compile, prewarm and bundles still work");
+                        : (options.no_compile
+                               ? "compile: no (XQAJIT_NO_COMPILE / --no-compile)"
+                               : "compile: no (NVRTC not found; set XQAJIT_LIBNVRTC or "
+                                 "install the CUDA toolkit); bundles and the cache still serve"));
+  summary.push_back(
+      gpu ? "launch kernels: yes"
+          : "launch kernels: no (no driver or no GPU); spec, compile, prewarm and bundles still work");
   if (report.contains("engine_error"))
     summary.push_back("engine: FAILED to start: " + report["engine_error"].get<std::string>());
   report["summary"] = summary;
 
-  if (flags.json) print_json(report);
-  else print_doctor_text(report);
+  if (flags.json)
+    print_json(report);
+  else
+    print_doctor_text(report);
 }
 
 }  // namespace

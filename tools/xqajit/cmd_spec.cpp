@@ -51,8 +51,10 @@ void run_compile(const GlobalFlags& flags, const std::vector<std::string>& args)
     return;
   }
   fmt::print("{:<8} {}  ({} bytes, {:.3f} s)\n", to_string(ref.source), ref.name, bytes, ref.seconds);
-  if (!ref.path.empty()) fmt::print("  at {}\n", ref.path.string());
-  else fmt::print("  in memory only (the disk cache is off or cannot be written)\n");
+  if (!ref.path.empty())
+    fmt::print("  at {}\n", ref.path.string());
+  else
+    fmt::print("  in memory only (the disk cache is off or cannot be written)\n");
 }
 
 // Positional spec arguments; "--json" etc. after them fall through to the app.
@@ -73,8 +75,8 @@ void add_spec_commands(CLI::App& app, GlobalFlags& flags, int& exit_code) {
   });
 
   auto compile_args = std::make_shared<std::vector<std::string>>();
-  CLI::App* compile =
-      app.add_subcommand("compile", "Get a spec's cubin (memory, bundle, disk cache or NVRTC) and report where from");
+  CLI::App* compile = app.add_subcommand(
+      "compile", "Get a spec's cubin (memory, bundle, disk cache or NVRTC) and report where from");
   add_spec_arguments(compile, *compile_args);
   compile->callback([&flags, &exit_code, compile_args] {
     run_compile(flags, *compile_args);

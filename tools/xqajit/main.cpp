@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "cli.hpp"
 #include "cli_common.hpp"
@@ -63,6 +64,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (app.get_subcommands().empty() && !app.remaining().empty()) {
+      // CLI11 would only say "A subcommand is required"; name the word it did not know.
+      std::vector<std::string> names;
+      for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+      print_error(fmt::format("unknown subcommand '{}'; subcommands: {}", app.remaining().front(),
+                              fmt::join(names, ", ")));
+      return kExitUsage;
+    }
     app.exit(e);  // prints the parser's message and the --help hint
     return kExitUsage;
   } catch (const UsageError& e) {

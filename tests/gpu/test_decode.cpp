@@ -1,0 +1,331 @@
+// GPU tests of xqajit::decode against the CPU float64 reference: the family
+// (dtypes x head dims x page sizes x groups), layouts, scales, windows, sinks,
+// speculative decoding, split-KV, repeated launches and CUDA-graph replays.
+// Fresh random inputs every run (the seed is printed), outputs poisoned with
+// NaN before every launch, NaN planted in every unused cache slot.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "gpu/decode_problem.hpp"
+#include "xqajit/decode.hpp"
+#include "xqajit/engine.hpp"
+#include "xqajit/error.hpp"
+
+using namespace xqajit;
+using namespace xqajit::testing;
+
+namespace {
+
+Engine& engine() {
+  static Engine e;
+  return e;
+}
+
+std::mt19937& rng() {
+  static std::mt19937 r = [] {
+    const unsigned seed = std::random_device{}();
+    std::fprintf(stderr, "test_decode: seed %u\n", seed);
+    return std::mt19937(seed);
+  }();
+  return r;
+}
+
+const DeviceInfo& device() {
+  static DeviceInfo info = Driver::instance().device(0);
+  return info;
+}
+
+double tolerance(const DecodeCase& c) {
+  if (c.output == DType::fp8) return 0.08;
+  return c.input == DType::bf16 ? 0.02 : 0.006;
+}
+
+std::string describe(const DecodeCase& c) {
+  std::string lens;
+  for (size_t i = 0; i < c.seq_lens.size() && i < 8; ++i) lens += std::to_string(c.seq_lens[i]) + ",";
+  return fmt::format("in={} kv={} out={} D={} P={} group={} Hk={} q_len={} B={} lens=[{}...] {} window={} "
+                     "sinks={} scale_ptrs={} splits={}",
+                     to_string(c.input), to_string(c.kv), to_string(c.output), c.head_dim, c.page_size,
+                     c.group, c.num_kv_heads, c.q_len, c.seq_lens.size(), lens,
+                     c.layout == KvLayout::nhd ? "NHD" : "HND", c.window, c.sinks, c.scale_ptrs,
+                     c.num_splits);
+}
+
+struct Stats {
+  int cases = 0, failures = 0;
+  std::map<std::string, double> worst;
+};
+Stats& stats() {
+  static Stats s;
+  return s;
+}
+
+// Poison, launch, compare. Returns the relative error.
+double run_and_check(DecodeProblem& pr, cudaStream_t stream, bool launch = true) {
+  if (launch) {
+    pr.d_out.fill(0xff);  // NaN in every output dtype
+    decode(engine(), pr.dev, stream);
+    XQAJIT_CUDART_CHECK(cudaGetLastError());
+  }
+  XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<double> got = pr.output();
+  const std::vector<double> want = reference_decode(pr.host);
+  const double err = relative_error(got, want);
+  int nan = 0, nonzero_empty = 0;
+  const std::size_t per_request = got.size() / pr.lens.size();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i])) ++nan;
+    if (pr.lens[i / per_request] == 0 && got[i] != 0.0) ++nonzero_empty;
+  }
+  INFO(describe(pr.c) << " rel_err=" << err << " tol=" << tolerance(pr.c));
+  CHECK(nan == 0);
+  CHECK(nonzero_empty == 0);
+  CHECK(err < tolerance(pr.c));
+  Stats& s = stats();
+  ++s.cases;
+  if (nan || nonzero_empty || !(err < tolerance(pr.c))) ++s.failures;
+  const std::string key = fmt::format("{}/{}/{}", to_string(pr.c.input), to_string(pr.c.kv), to_string(pr.c.output));
+  s.worst[key] = std::max(s.worst[key], err);
+  return err;
+}
+
+std::vector<int> random_lens(int batch, int max_len, bool with_zero) {
+  std::uniform_int_distribution<int> u(1, max_len);
+  std::vector<int> v(batch);
+  for (int& x : v) x = u(rng());
+  if (with_zero) v[rng()() % batch] = 0;
+  return v;
+}
+
+std::vector<DecodeCase> family_cases() {
+  std::vector<DecodeCase> out;
+  const int groups[] = {1, 2, 4, 8, 16};
+  int i = 0;
+  for (DType in : {DType::fp16, DType::bf16})
+    for (bool fp8 : {false, true})
+      for (int D : {64, 128, 256})
+        for (int P : {16, 32, 64, 128}) {
+          DecodeCase c;
+          c.input = in;
+          c.kv = fp8 ? DType::fp8 : in;
+          c.output = in;
+          c.head_dim = D;
+          c.page_size = P;
+          c.group = groups[i % 5];
+          c.num_kv_heads = 1 + static_cast<int>(rng()() % 3);
+          c.seq_lens = random_lens(1 + static_cast<int>(rng()() % 5), 1200, i % 2 == 0);
+          c.layout = i % 3 == 0 ? KvLayout::hnd : KvLayout::nhd;
+          c.scale_ptrs = i % 4 == 1;
+          c.q_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;
+          if (fp8) c.kv_scale = 0.1f + static_cast<float>(rng()() % 50) / 100.f;
+          c.extra_pages = i % 2;
+          out.push_back(c);
+          ++i;
+        }
+  return out;
+}
+
+std::vector<DecodeCase> feature_cases() {
+  std::vector<DecodeCase> out;
+  DecodeCase base;
+  base.seq_lens = {300, 0, 1025, 64};
+  for (int g : {32, 64}) {  // the large groups
+    DecodeCase c = base;
+    c.group = g;
+    c.num_kv_heads = 1;
+    out.push_back(c);
+  }
+  for (DType in : {DType::fp16, DType::bf16}) {  // fp8 output
+    DecodeCase c = base;
+    c.input = in;
+    c.kv = c.output = DType::fp8;
+    c.kv_scale = 0.3f;
+    c.rcp_out_scale = 4.f;
+    c.scale_ptrs = in == DType::bf16;
+    out.push_back(c);
+  }
+  for (int w : {1, 100, 256, 5000}) {  // sliding windows, one wider than any sequence
+    DecodeCase c = base;
+    c.window = w;
+    c.seq_lens = {2000, 0, 257, 1};
+    c.layout = KvLayout::hnd;
+    out.push_back(c);
+  }
+  {
+    DecodeCase c = base;  // sinks, with and without splits
+    c.sinks = true;
+    out.push_back(c);
+    c.num_splits = 5;
+    out.push_back(c);
+  }
+  for (int q : {2, 4, 7}) {  // speculative decoding
+    DecodeCase c = base;
+    c.q_len = q;
+    c.group = q == 7 ? 4 : 8;
+    c.seq_lens = {q, 0, 500, 77};
+    out.push_back(c);
+  }
+  {
+    DecodeCase c = base;  // spec-dec with a window and fp8
+    c.q_len = 3;
+    c.window = 50;
+    c.kv = DType::fp8;
+    c.kv_scale = 0.25f;
+    out.push_back(c);
+  }
+  for (int splits : {2, 3, 16}) {  // forced split-KV
+    DecodeCase c = base;
+    c.num_splits = splits;
+    c.seq_lens = {3000, 0, 17, 1500};
+    c.head_dim = splits == 16 ? 256 : 128;
+    out.push_back(c);
+  }
+  {
+    DecodeCase c;  // long single request, automatic splits
+    c.seq_lens = {32768};
+    c.num_kv_heads = 1;
+    c.page_size = 16;
+    out.push_back(c);
+    c.kv = DType::fp8;  // and with fp8, HND
+    c.layout = KvLayout::hnd;
+    c.kv_scale = 0.5f;
+    c.seq_lens = {20000};
+    out.push_back(c);
+  }
+  {
+    DecodeCase c;  // wide batch of ragged short requests, strided Q/out
+    c.seq_lens = random_lens(64, 300, true);
+    c.group = 4;
+    c.num_kv_heads = 2;
+    c.padded_q = true;
+    out.push_back(c);
+  }
+  {
+    DecodeCase c;  // every request empty, with splits
+    c.seq_lens = {0, 0, 0};
+    c.num_splits = 4;
+    c.sinks = true;
+    out.push_back(c);
+  }
+  return out;
+}
+
+void prewarm(const std::vector<DecodeCase>& cases) {
+  std::vector<KernelSpec> specs;
+  for (const DecodeCase& c : cases) {
+    DecodeParams p;
+    p.input = c.input;
+    p.kv = c.kv;
+    p.output = c.output;
+    p.num_q_heads = c.group * c.num_kv_heads;
+    p.num_kv_heads = c.num_kv_heads;
+    p.head_dim = c.head_dim;
+    p.page_size = c.page_size;
+    p.q_len = c.q_len;
+    p.sliding_window = c.window;
+    specs.push_back(decode_spec(p, device().best_arch()));
+  }
+  const auto results = engine().prewarm(specs, 0);
+  double seconds = 0;
+  int failed = 0;
+  for (const auto& r : results) {
+    seconds += r.seconds;
+    if (!r.ok) {
+      ++failed;
+      std::fprintf(stderr, "prewarm %s failed: %s\n", r.name.c_str(), r.error.substr(0, 2000).c_str());
+    }
+  }
+  std::fprintf(stderr, "prewarmed %zu specs (%d failed), %.1f s of compile/load time summed\n", results.size(),
+               failed, seconds);
+  REQUIRE(failed == 0);
+}
+
+}  // namespace
+
+TEST_CASE("decode matches the float64 reference across the family", "[gpu][decode]") {
+  std::vector<DecodeCase> cases = family_cases();
+  const std::vector<DecodeCase> features = feature_cases();
+  cases.insert(cases.end(), features.begin(), features.end());
+  prewarm(cases);
+  CudaStream stream;
+  for (const DecodeCase& c : cases) {
+    DecodeProblem pr(c, rng(), device());
+    run_and_check(pr, stream.get());
+  }
+  std::fprintf(stderr, "\n%-22s %s\n", "dtypes (in/kv/out)", "worst rel err");
+  for (const auto& [k, v] : stats().worst) std::fprintf(stderr, "%-22s %.2e\n", k.c_str(), v);
+  std::fprintf(stderr, "decode cases: %d, failed: %d\n", stats().cases, stats().failures);
+}
+
+TEST_CASE("split-KV counters reset themselves across launches", "[gpu][decode]") {
+  DecodeCase c;
+  c.kv = DType::fp8;
+  c.kv_scale = 0.4f;
+  c.num_splits = 6;
+  c.seq_lens = {4000, 1, 0, 2500};
+  DecodeProblem pr(c, rng(), device());
+  REQUIRE(pr.dev.workspace != nullptr);
+  CudaStream stream;
+  for (int round = 0; round < 4; ++round) {
+    for (std::size_t b = 0; b < pr.lens.size(); ++b)
+      pr.lens[b] = c.seq_lens[b] == 0 ? 0 : 1 + static_cast<int>(rng()() % c.seq_lens[b]);
+    pr.d_lens.upload(pr.lens);
+    run_and_check(pr, stream.get());
+  }
+  std::vector<unsigned> counters(pr.dev.batch * pr.dev.num_kv_heads);
+  pr.d_ws.download(counters.data(), counters.size() * sizeof(unsigned));
+  for (unsigned v : counters) CHECK(v == 0u);
+}
+
+TEST_CASE("a captured CUDA graph replays with new lengths and device-side scales", "[gpu][decode]") {
+  DecodeCase c;
+  c.kv = DType::fp8;
+  c.scale_ptrs = true;
+  c.kv_scale = 0.3f;
+  c.num_splits = 4;
+  c.sinks = true;
+  c.seq_lens = {1800, 0, 999, 64, 2048};
+  DecodeProblem pr(c, rng(), device());
+  CudaStream stream;
+  run_and_check(pr, stream.get());  // loads the kernel: nothing compiles during capture
+
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  XQAJIT_CUDART_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+  decode(engine(), pr.dev, stream.get());
+  XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream.get(), &graph));
+  XQAJIT_CUDART_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t b = 0; b < pr.lens.size(); ++b)
+      pr.lens[b] = c.seq_lens[b] == 0 ? 0 : static_cast<int>(rng()() % (c.seq_lens[b] + 1));
+    pr.scales = {0.5f + round * 0.4f, 0.2f + round * 0.15f, 1.f};
+    pr.host.q_scale = pr.scales[0];
+    pr.host.kv_scale = pr.scales[1];
+    pr.d_lens.upload(pr.lens);
+    pr.d_scales.upload(pr.scales);
+    pr.d_out.fill(0xff);
+    XQAJIT_CUDART_CHECK(cudaGraphLaunch(exec, stream.get()));
+    run_and_check(pr, stream.get(), /*launch=*/false);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+TEST_CASE("decode rejects a missing or short workspace before launching", "[gpu][decode]") {
+  DecodeCase c;
+  c.num_splits = 3;
+  c.seq_lens = {1000};
+  DecodeProblem pr(c, rng(), device());
+  CudaStream stream;
+  DecodeParams p = pr.dev;
+  p.workspace = nullptr;
+  CHECK_THROWS_AS(decode(engine(), p, stream.get()), ArgumentError);
+  p = pr.dev;
+  p.workspace_bytes -= 4;
+  CHECK_THROWS_WITH(decode(engine(), p, stream.get()), Catch::Contains("workspace_bytes"));
+}

@@ -1,0 +1,207 @@
+// CPU tests of the decode launcher: argument validation (no GPU needed, no
+// driver touched), the spec and split plan it derives, and NVRTC compiles of a
+// representative sample of the GQA family for sm_90a and sm_120a.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <functional>
+
+#include "xqajit/compiler.hpp"
+#include "xqajit/decode.hpp"
+#include "xqajit/engine.hpp"
+#include "xqajit/error.hpp"
+
+using namespace xqajit;
+
+namespace {
+
+// Fake but aligned device addresses: validate() never dereferences them.
+template <class T>
+T* fake(std::uintptr_t a) {
+  return reinterpret_cast<T*>(a);
+}
+
+DecodeParams valid_params() {
+  DecodeParams p;
+  p.q = fake<void>(0x10000);
+  p.out = fake<void>(0x20000);
+  p.k_cache = fake<void>(0x30000);
+  p.v_cache = fake<void>(0x40000);
+  p.block_table = fake<std::int32_t>(0x50000);
+  p.seq_lens = fake<std::int32_t>(0x60000);
+  p.input = p.kv = p.output = DType::bf16;
+  p.batch = 4;
+  p.num_q_heads = 32;
+  p.num_kv_heads = 8;
+  p.head_dim = 128;
+  p.page_size = 64;
+  p.max_pages_per_seq = 16;
+  p.num_pages = 100;
+  return p;
+}
+
+DeviceInfo h100() {
+  DeviceInfo d;
+  d.name = "fake H100";
+  d.cc_major = 9;
+  d.cc_minor = 0;
+  d.sm_count = 132;
+  d.max_smem_per_block_optin = 232448;
+  return d;
+}
+
+void expect_rejected(const std::function<void(DecodeParams&)>& mutate, const std::string& field) {
+  DecodeParams p = valid_params();
+  mutate(p);
+  INFO("field " << field);
+  CHECK_THROWS_AS(validate(p), ArgumentError);
+  CHECK_THROWS_WITH(validate(p), Catch::Contains(field));
+}
+
+}  // namespace
+
+TEST_CASE("valid decode params pass validation", "[decode]") {
+  CHECK_NOTHROW(validate(valid_params()));
+  DecodeParams p = valid_params();
+  p.kv_layout = KvLayout::hnd;
+  p.kv = DType::fp8;
+  p.output = DType::fp8;
+  p.q_len = 4;
+  p.spec_mask = fake<std::uint32_t>(0x70000);
+  p.sliding_window = 128;
+  CHECK_NOTHROW(validate(p));
+}
+
+TEST_CASE("invalid decode params are rejected naming the field", "[decode]") {
+  expect_rejected([](DecodeParams& p) { p.q = nullptr; }, "q ");
+  expect_rejected([](DecodeParams& p) { p.out = nullptr; }, "out");
+  expect_rejected([](DecodeParams& p) { p.k_cache = nullptr; }, "k_cache");
+  expect_rejected([](DecodeParams& p) { p.v_cache = nullptr; }, "v_cache");
+  expect_rejected([](DecodeParams& p) { p.block_table = nullptr; }, "block_table");
+  expect_rejected([](DecodeParams& p) { p.seq_lens = nullptr; }, "seq_lens");
+  expect_rejected([](DecodeParams& p) { p.q = fake<void>(0x10008); }, "aligned");
+  expect_rejected([](DecodeParams& p) { p.kv = DType::fp16; }, "kv");
+  expect_rejected([](DecodeParams& p) { p.input = DType::fp8; }, "input");
+  expect_rejected([](DecodeParams& p) { p.output = DType::fp16; }, "output");
+  expect_rejected([](DecodeParams& p) { p.output = DType::fp8; }, "output");  // 16-bit cache
+  expect_rejected([](DecodeParams& p) { p.num_q_heads = 30; }, "num_q_heads");  // group does not divide
+  expect_rejected([](DecodeParams& p) { p.num_kv_heads = 0; }, "num_kv_heads");
+  expect_rejected([](DecodeParams& p) { p.num_q_heads = 8 * 128; }, "num_q_heads");  // group 128
+  expect_rejected([](DecodeParams& p) { p.head_dim = 96; }, "head_dim");
+  expect_rejected([](DecodeParams& p) { p.page_size = 8; }, "page_size");
+  expect_rejected([](DecodeParams& p) { p.batch = 0; }, "batch");
+  expect_rejected([](DecodeParams& p) { p.q_len = 33; }, "q_len");
+  expect_rejected([](DecodeParams& p) { p.q_len = 2; }, "spec_mask");
+  expect_rejected([](DecodeParams& p) { p.max_pages_per_seq = 0; }, "max_pages_per_seq");
+  expect_rejected([](DecodeParams& p) { p.block_table_stride = 3; }, "block_table_stride");
+  expect_rejected([](DecodeParams& p) { p.sliding_window = -1; }, "sliding_window");
+  expect_rejected([](DecodeParams& p) { p.num_splits = 65; }, "num_splits");
+  expect_rejected([](DecodeParams& p) { p.kv_tile = 48; }, "kv_tile");
+  expect_rejected([](DecodeParams& p) { p.q_stride_head = 64; }, "q_stride_head");       // heads overlap
+  expect_rejected([](DecodeParams& p) { p.q_stride_head = 132; }, "q_stride_head");      // not 16-byte
+  expect_rejected([](DecodeParams& p) { p.out_stride_batch = 128; }, "out_stride_batch"); // requests overlap heads
+  expect_rejected([](DecodeParams& p) { p.k_stride_token = 64; }, "k_stride_token");
+  expect_rejected([](DecodeParams& p) { p.v_stride_page = 1024; }, "v_stride_page");     // pages overlap
+  expect_rejected([](DecodeParams& p) { p.k_stride_head = -128; }, "k_stride_head");
+}
+
+TEST_CASE("decode() validates before touching the driver", "[decode]") {
+  // On a GPU-less CI host a driver call would raise LibraryError instead.
+  Options o = Options::from_env();
+  o.disk_cache = false;
+  Engine engine(o);
+  DecodeParams p = valid_params();
+  p.seq_lens = nullptr;
+  CHECK_THROWS_AS(decode(engine, p, nullptr), ArgumentError);
+}
+
+TEST_CASE("decode_spec and decode_plan derive the kernel and the split", "[decode]") {
+  DecodeParams p = valid_params();
+  const KernelSpec s = decode_spec(p, Arch::parse("sm_90a"));
+  CHECK(s.group == 4);
+  CHECK(s.head_dim == 128);
+  CHECK(s.q_len == 1);
+  CHECK_FALSE(s.sliding_window);
+  p.sliding_window = 64;
+  CHECK(decode_spec(p, Arch::parse("sm_90a")).sliding_window);
+  p.sliding_window = 0;
+
+  // One request, a long sequence: split across the SMs, with a workspace.
+  p.batch = 1;
+  p.max_pages_per_seq = 128;  // 8192 keys
+  DecodePlan plan = decode_plan(p, h100());
+  CHECK(plan.num_splits > 8);
+  CHECK(plan.num_splits <= 64);
+  CHECK(static_cast<long>(plan.num_splits) * plan.split_tokens >= 8192);
+  CHECK(plan.split_tokens % normalized(plan.spec).kv_tile == 0);
+  CHECK(plan.workspace_bytes > 0);
+  CHECK(decode_workspace_size(p, h100()) == plan.workspace_bytes);
+  CHECK(plan.grid[0] == static_cast<unsigned>(plan.num_splits));
+  CHECK(plan.grid[1] == 8u);
+  CHECK(plan.grid[2] == 1u);
+
+  // A big batch fills the GPU without splitting: no workspace.
+  p.batch = 256;
+  plan = decode_plan(p, h100());
+  CHECK(plan.num_splits == 1);
+  CHECK(plan.workspace_bytes == 0);
+
+  // A forced split count is honoured; a window bounds the keys split over.
+  p.batch = 1;
+  p.num_splits = 4;
+  CHECK(decode_plan(p, h100()).num_splits == 4);
+  p.num_splits = 0;
+  p.sliding_window = 256;
+  plan = decode_plan(p, h100());
+  CHECK(static_cast<long>(plan.num_splits) * plan.split_tokens <= 256 + 64 + 64);
+}
+
+TEST_CASE("the GQA family compiles for sm_90a and sm_120a (representative sample)", "[decode][nvrtc]") {
+  Options o = Options::from_env();
+  o.disk_cache = false;
+  Engine engine(o);
+  if (!engine.compiler().available()) {
+    WARN("SKIPPED: libnvrtc not found, the family was NOT compiled");
+    return;
+  }
+  std::vector<KernelSpec> specs;
+  const int groups[] = {1, 2, 4, 8, 16, 32, 64};
+  int i = 0;
+  for (const char* arch : {"sm_90a", "sm_120a"})
+    for (DType in : {DType::fp16, DType::bf16})
+      for (DType kv : {in, DType::fp8})
+        for (int d : {64, 128, 256}) {
+          KernelSpec s;
+          s.input = in;
+          s.kv = kv;
+          s.output = (kv == DType::fp8 && i % 3 == 0) ? DType::fp8 : in;
+          s.head_dim = d;
+          s.page_size = 16 << (i % 4);
+          s.group = groups[i % 7];
+          s.q_len = i % 5 == 4 ? 1 + i % 8 : 1;
+          s.sliding_window = i % 4 == 3;
+          s.arch = Arch::parse(arch);
+          specs.push_back(s);
+          ++i;
+        }
+  // Extremes: the largest rows per CTA, the biggest tile, spec-dec at its limit.
+  for (const char* arch : {"sm_90a", "sm_120a"}) {
+    KernelSpec s;
+    s.input = s.kv = s.output = DType::bf16;
+    s.head_dim = 256;
+    s.group = 64;
+    s.q_len = 32;
+    s.arch = Arch::parse(arch);
+    specs.push_back(s);
+    s.head_dim = 64;
+    s.q_len = 1;
+    s.kv_tile = 128;
+    specs.push_back(s);
+  }
+  const auto results = engine.prewarm(specs, 2);
+  for (const auto& r : results) {
+    INFO(r.name << ": " << r.error.substr(0, 3000));
+    CHECK(r.ok);
+  }
+}
