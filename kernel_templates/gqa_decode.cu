@@ -448,35 +448,55 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   if (!s_is_last) return;
   __threadfence();
 
-  float* const row_stats = merge_stats;  // reuse: [row][max, sum] over all splits
-  for (int r = tid; r < kRowsPerCta; r += kThreads) {
-    float m = -kInf;
-    for (int sp = 0; sp < args.num_splits; ++sp)
-      m = fmaxf(m, load_cg1(part_stats + ((cta_id * args.num_splits + sp) * kRowsPerCta + r) * 2));
-    float sum = 0.f;
-    for (int sp = 0; sp < args.num_splits; ++sp) {
-      const float* st = part_stats + ((cta_id * args.num_splits + sp) * kRowsPerCta + r) * 2;
-      const float ms = load_cg1(st);
-      if (ms != -kInf) sum += exp2f(ms - m) * load_cg1(st + 1);
-    }
-    row_stats[r * 2] = m;
-    row_stats[r * 2 + 1] = sum;
+  // Pass 1: every (split, row) statistic into shared memory at once (the loads
+  // overlap instead of walking the splits one L2 round trip at a time).
+  const int splits = args.num_splits;
+  float* const split_max = reinterpret_cast<float*>(kv_region);  // [split][row], then weights
+  float* const split_sum = split_max + splits * kRowsPerCta;      // [split][row]
+  float* const row_max_all = split_sum + splits * kRowsPerCta;    // [row]
+  float* const row_sum_all = row_max_all + kRowsPerCta;           // [row]
+  for (int i = tid; i < splits * kRowsPerCta; i += kThreads) {
+    const long long slot = cta_id * splits * kRowsPerCta + i;  // i = split * rows + row
+    split_max[i] = load_cg1(part_stats + slot * 2);
+    split_sum[i] = load_cg1(part_stats + slot * 2 + 1);
   }
   __syncthreads();
+  // Pass 2: per row, the global max and sum; split_max becomes each split's weight.
+  for (int r = tid; r < kRowsPerCta; r += kThreads) {
+    float m = -kInf;
+    for (int sp = 0; sp < splits; ++sp) m = fmaxf(m, split_max[sp * kRowsPerCta + r]);
+    float sum = 0.f;
+    for (int sp = 0; sp < splits; ++sp) {
+      const float ms = split_max[sp * kRowsPerCta + r];
+      const float w = ms == -kInf ? 0.f : exp2f(ms - m);
+      sum += w * split_sum[sp * kRowsPerCta + r];
+      split_max[sp * kRowsPerCta + r] = w;
+    }
+    row_max_all[r] = m;
+    row_sum_all[r] = sum;
+  }
+  __syncthreads();
+  // Pass 3: weighted sum of the partial outputs, 8 splits' loads in flight at a time.
+  constexpr int kBatch = 8;
   for (int i = tid; i < kRowsPerCta * kVecs; i += kThreads) {
     const int r = i / kVecs, d = (i % kVecs) * 4;
     const int row = rb * kRowsPerCta + r;
     if (row >= kRows) continue;
-    const float m = row_stats[r * 2];
     float o[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int sp = 0; sp < args.num_splits; ++sp) {
-      const long long slot = (cta_id * args.num_splits + sp) * kRowsPerCta + r;
-      const float ms = load_cg1(part_stats + slot * 2);
-      if (ms == -kInf) continue;
-      const float f = exp2f(ms - m);
-      const F32x4 a = load_cg(part_acc + slot * kHeadDim + d);
-      o[0] += f * a.x; o[1] += f * a.y; o[2] += f * a.z; o[3] += f * a.w;
+    for (int s0 = 0; s0 < splits; s0 += kBatch) {
+      F32x4 a[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j)
+        if (s0 + j < splits)
+          a[j] = load_cg(part_acc + ((cta_id * splits + s0 + j) * kRowsPerCta + r) * kHeadDim + d);
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        if (s0 + j < splits) {
+          const float w = split_max[(s0 + j) * kRowsPerCta + r];
+          o[0] += w * a[j].x; o[1] += w * a[j].y; o[2] += w * a[j].z; o[3] += w * a[j].w;
+        }
+      }
     }
-    store_out(args, b, h, row, d, o, m, row_stats[r * 2 + 1], out_scale);
+    store_out(args, b, h, row, d, o, row_max_all[r], row_sum_all[r], out_scale);
   }
 }

@@ -83,7 +83,18 @@ echo "== cache =="
 echo
 if ((gpu)); then
   echo "== GPU smoke test: a decode through the engine vs the CPU float64 reference =="
-  XQAJIT_CACHE_DIR=$cache build/tests/gpu_test_decode "[smoke]"
+  smoke=build/tests/gpu_test_decode
+  # Catch2 passes a filter that matches nothing, so make sure the tagged test exists.
+  if ! "$smoke" --list-test-names-only "[smoke]" 2>/dev/null | grep -q .; then
+    echo "run: $smoke has no [smoke] test case (or cannot see the GPU); nothing was launched" >&2
+    exit 1
+  fi
+  # The cache filled above serves the test's kernels, so it launches without compiling.
+  if ! XQAJIT_CACHE_DIR=$cache "$smoke" "[smoke]"; then
+    echo "run: the GPU smoke test FAILED (exit 77 means the GPU was not usable; see: build/tools/xqajit doctor)" >&2
+    exit 1
+  fi
+  echo "GPU smoke test passed: the decode matches the CPU reference."
 else
   echo "== no GPU on this host (nvidia-smi -L failed): skipped the decode launch =="
   echo "   the cache above is ready for an $arch GPU; run this script on a GPU host to launch."

@@ -30,7 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'X', 'Q', 'A', 'J', 'I', 'T', 'B', '\0'};
-constexpr std::uint64_t kHeaderSize = 96;    // magic, version, count, index offset/size, index sha256
+constexpr std::uint64_t kHeaderSize = 96;  // magic, version, count, index offset/size, index sha256
 constexpr std::uint64_t kCubinAlignment = 256;
 constexpr std::uint64_t kEntryFixedSize = 8 + 8 + 64 + 2 + 2 + 2 + 2;  // before the three strings
 constexpr std::size_t kMaxString = 0xffff;
@@ -56,7 +56,8 @@ std::uint64_t get_le(const unsigned char* p, int bytes) {
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 
 bool is_lower_hex(const std::string& s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 /// Reads the index bytes one field at a time, never past its end.
@@ -81,9 +82,10 @@ class IndexCursor {
  private:
   void need(std::uint64_t n, std::size_t entry) {
     if (n > size_ - pos_)
-      throw BundleError(fmt::format("bundle {}: index entry #{} runs past the end of the index "
-                                    "({} bytes); the bundle is corrupt, re-create it",
-                                    file_.string(), entry, size_));
+      throw BundleError(
+          fmt::format("bundle {}: index entry #{} runs past the end of the index "
+                      "({} bytes); the bundle is corrupt, re-create it",
+                      file_.string(), entry, size_));
   }
   const unsigned char* data_;
   std::uint64_t size_, pos_ = 0;
@@ -148,18 +150,20 @@ void BundleReader::Impl::parse() {
     fail("not an xqajit bundle (wrong magic; expected \"XQAJITB\\0\")");
   const auto version = static_cast<std::uint32_t>(get_le(data + 8, 4));
   if (version > kBundleFormatVersion)
-    fail(fmt::format("format version {} is newer than this xqajit reads (up to {}); upgrade xqajit "
-                     "or re-pack the bundle with this version",
-                     version, kBundleFormatVersion));
+    fail(
+        fmt::format("format version {} is newer than this xqajit reads (up to {}); upgrade xqajit "
+                    "or re-pack the bundle with this version",
+                    version, kBundleFormatVersion));
   if (version == 0) fail("format version 0 is invalid; the header is corrupt");
   const std::uint64_t count = get_le(data + 12, 4);
   const std::uint64_t index_offset = get_le(data + 16, 8);
   const std::uint64_t index_size = get_le(data + 24, 8);
   const std::string index_sha(reinterpret_cast<const char*>(data + 32), 64);
   if (index_offset < kHeaderSize || index_offset > size || index_size > size - index_offset)
-    fail(fmt::format("index (offset {}, {} bytes) lies outside the file ({} bytes); the file is "
-                     "truncated or corrupt",
-                     index_offset, index_size, size));
+    fail(
+        fmt::format("index (offset {}, {} bytes) lies outside the file ({} bytes); the file is "
+                    "truncated or corrupt",
+                    index_offset, index_size, size));
   if (count > index_size / kEntryFixedSize)
     fail(fmt::format("header claims {} entries but the index holds only {} bytes", count, index_size));
   if (detail::sha256_hex(data + index_offset, index_size) != index_sha)
@@ -184,8 +188,8 @@ void BundleReader::Impl::parse() {
     if (!is_lower_hex(e.sha256)) fail(who + ": checksum is not a hex SHA-256");
     // The cubin must sit between the header and the index.
     if (e.offset < kHeaderSize || e.offset > index_offset || e.size > index_offset - e.offset)
-      fail(fmt::format("{}: cubin (offset {}, {} bytes) lies outside the data area [{}, {})", who,
-                       e.offset, e.size, kHeaderSize, index_offset));
+      fail(fmt::format("{}: cubin (offset {}, {} bytes) lies outside the data area [{}, {})", who, e.offset,
+                       e.size, kHeaderSize, index_offset));
     if (!seen.emplace(e.name, e.fingerprint).second)
       fail(who + ": listed twice for fingerprint " + e.fingerprint);
     entries.push_back(std::move(e));
@@ -210,9 +214,10 @@ std::vector<char> BundleReader::read(const BundleEntry& entry) const {
                           entry.offset, entry.size));
   const unsigned char* begin = impl.data + entry.offset;
   if (detail::sha256_hex(begin, entry.size) != entry.sha256)
-    impl.fail(fmt::format("entry {}: cubin checksum mismatch (expected sha256 {}); the bundle is "
-                          "corrupt, re-create it with `xqajit bundle pack`",
-                          entry.name, entry.sha256));
+    impl.fail(
+        fmt::format("entry {}: cubin checksum mismatch (expected sha256 {}); the bundle is "
+                    "corrupt, re-create it with `xqajit bundle pack`",
+                    entry.name, entry.sha256));
   return std::vector<char>(begin, begin + entry.size);
 }
 
@@ -226,16 +231,18 @@ void BundleWriter::add(BundleEntry entry, std::vector<char> cubin) {
   if (entry.name.empty() || entry.arch.empty() || entry.fingerprint.empty())
     throw BundleError("bundle entry needs a name, an arch and a fingerprint (got name '" + entry.name + "')");
   for (const std::string* s : {&entry.name, &entry.arch, &entry.fingerprint})
-    if (s->size() > kMaxString) throw BundleError("bundle entry " + entry.name + ": a field is over 65535 bytes");
+    if (s->size() > kMaxString)
+      throw BundleError("bundle entry " + entry.name + ": a field is over 65535 bytes");
   const std::string actual = detail::sha256_hex(cubin.data(), cubin.size());
   if (!entry.sha256.empty() && entry.sha256 != actual)
-    throw BundleError(fmt::format("bundle entry {}: cubin does not match its checksum {} (got {}); "
-                                  "the source is corrupt",
-                                  entry.name, entry.sha256, actual));
+    throw BundleError(
+        fmt::format("bundle entry {}: cubin does not match its checksum {} (got {}); "
+                    "the source is corrupt",
+                    entry.name, entry.sha256, actual));
   for (const auto& [other, bytes] : entries_)
     if (other.name == entry.name && other.fingerprint == entry.fingerprint)
-      throw BundleError(fmt::format("bundle entry {} added twice for fingerprint {}", entry.name,
-                                    entry.fingerprint));
+      throw BundleError(
+          fmt::format("bundle entry {} added twice for fingerprint {}", entry.name, entry.fingerprint));
   entry.sha256 = actual;
   entry.offset = 0;
   entry.size = cubin.size();
@@ -341,7 +348,8 @@ std::optional<BundleSet::Hit> BundleSet::find(const std::string& name,
       if (entry.name != name) continue;
       const auto& fp = entry.fingerprint;
       if (fp.size() < fingerprint_suffix.size() ||
-          fp.compare(fp.size() - fingerprint_suffix.size(), fingerprint_suffix.size(), fingerprint_suffix) != 0)
+          fp.compare(fp.size() - fingerprint_suffix.size(), fingerprint_suffix.size(), fingerprint_suffix) !=
+              0)
         continue;
       try {
         return Hit{reader->read(entry), reader->path(), entry};

@@ -183,25 +183,20 @@ DecodePlan decode_plan(const DecodeParams& p, const DeviceInfo& device) {
   if (p.sliding_window > 0) covered = std::min<std::int64_t>(max_len, p.sliding_window + p.q_len - 1 + tile);
 
   const std::int64_t base_ctas = static_cast<std::int64_t>(p.batch) * p.num_kv_heads * geo.row_blocks;
+  // The merging CTA stages (max, sum) of every split and row in its shared memory.
+  const int merge_cap = std::min<int>(
+      kMaxSplits, (geo.union_bytes / 4 - 2 * geo.rows_per_cta) / (2 * geo.rows_per_cta));
   int splits = p.num_splits;
+  if (splits > merge_cap)
+    fail("num_splits", fmt::format("= {}: this spec merges at most {} splits", splits, merge_cap));
   if (splits == 0) {
-    // A batch that fills every resident slot is not split (merging is not free);
-    // otherwise take the fewest waves per unit of work: min ceil(ctas / slots) / splits.
+    // Memory-bound: fill the resident CTA slots once, no more (merging is not free
+    // and a partial second wave costs a whole tile of latency).
     const int per_sm = std::max(1, std::min(device.max_smem_per_block_optin / (geo.smem_bytes + 1024),
                                             2048 / geo.threads));
     const std::int64_t slots = static_cast<std::int64_t>(std::max(1, device.sm_count)) * per_sm;
-    const int max_splits = base_ctas >= slots ? 1 : static_cast<int>(std::clamp<std::int64_t>(
-        covered / (kMinSplitTiles * tile), 1, kMaxSplits));
-    double best = 1e30;
-    splits = 1;
-    for (int s = 1; s <= max_splits; ++s) {
-      const double waves = static_cast<double>((base_ctas * s + slots - 1) / slots);
-      const double cost = waves / s;
-      if (cost < best * 0.97) {  // more splits only for a real gain (merging is not free)
-        best = cost;
-        splits = s;
-      }
-    }
+    const std::int64_t max_splits = std::clamp<std::int64_t>(covered / (kMinSplitTiles * tile), 1, merge_cap);
+    splits = static_cast<int>(std::clamp<std::int64_t>(slots / std::max<std::int64_t>(1, base_ctas), 1, max_splits));
   }
   std::int64_t split_tokens = (covered + splits - 1) / splits;
   split_tokens = std::max<std::int64_t>(tile, (split_tokens + tile - 1) / tile * tile);

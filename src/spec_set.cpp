@@ -49,8 +49,7 @@ void check_product(const FieldProduct& product, const std::string& source, std::
   for (const auto& [field, values] : product) {
     if (!is_field_name(field))
       throw SpecError(located(source, index, field), "(unknown field)", all_field_names());
-    if (values.empty())
-      throw SpecError(located(source, index, field), "[]", "at least one value");
+    if (values.empty()) throw SpecError(located(source, index, field), "[]", "at least one value");
     for (const auto& v : values)
       if (v.empty()) throw SpecError(located(source, index, field), "(empty)", "a value");
   }
@@ -102,8 +101,8 @@ SpecSet expand(const std::vector<FieldProduct>& products, const ExpandOptions& o
                           fmt::format("{}; in the combination {}; pass --skip-invalid to skip such "
                                       "combinations",
                                       e.allowed(), describe(fields)));
-        result.skipped.push_back(fmt::format("{}[{}] {}: {}", options.source, index,
-                                             describe(fields), e.what()));
+        result.skipped.push_back(
+            fmt::format("{}[{}] {}: {}", options.source, index, describe(fields), e.what()));
       }
     });
   }
@@ -169,8 +168,7 @@ FieldProduct parse_field_args(const std::vector<std::string>& args) {
   return product;
 }
 
-std::vector<FieldProduct> with_overrides(std::vector<FieldProduct> products,
-                                         const FieldProduct& overrides) {
+std::vector<FieldProduct> with_overrides(std::vector<FieldProduct> products, const FieldProduct& overrides) {
   for (auto& product : products)
     for (const auto& [field, values] : overrides) product[field] = values;
   return products;
@@ -200,12 +198,22 @@ std::vector<FieldProduct> preset(const std::string& name, const std::vector<Arch
         products.push_back(fp8_cache);
       }
     } else if (name == "smoke") {
-      products.push_back({{"input", {"fp16"}}, {"head_dim", {"128"}}, {"page_size", {"64"}},
-                          {"group", {"4"}}, {"arch", {arch.str()}}});
-      products.push_back({{"input", {"bf16"}}, {"head_dim", {"64"}}, {"page_size", {"16"}},
-                          {"group", {"1"}}, {"arch", {arch.str()}}});
-      products.push_back({{"input", {"bf16"}}, {"kv", {fp8 ? "fp8" : "bf16"}}, {"head_dim", {"128"}},
-                          {"page_size", {"32"}}, {"group", {"8"}}, {"arch", {arch.str()}}});
+      products.push_back({{"input", {"fp16"}},
+                          {"head_dim", {"128"}},
+                          {"page_size", {"64"}},
+                          {"group", {"4"}},
+                          {"arch", {arch.str()}}});
+      products.push_back({{"input", {"bf16"}},
+                          {"head_dim", {"64"}},
+                          {"page_size", {"16"}},
+                          {"group", {"1"}},
+                          {"arch", {arch.str()}}});
+      products.push_back({{"input", {"bf16"}},
+                          {"kv", {fp8 ? "fp8" : "bf16"}},
+                          {"head_dim", {"128"}},
+                          {"page_size", {"32"}},
+                          {"group", {"8"}},
+                          {"arch", {arch.str()}}});
     } else {
       throw SpecError("--preset", name, fmt::format("{}", fmt::join(preset_names(), ", ")));
     }

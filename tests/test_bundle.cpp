@@ -61,7 +61,8 @@ const char* kFingerprint = "v1-nvrtc13.0-t0123456789abcdef";
 /// 256-byte alignment so padding between cubins is pinned too.
 BundleWriter tiny_writer() {
   BundleWriter w;
-  w.add({kNameA, "sm_90a", kFingerprint, 0, 0, {}}, bytes_of("\x7f" "ELF tiny cubin A"));
+  w.add({kNameA, "sm_90a", kFingerprint, 0, 0, {}}, bytes_of("\x7f"
+                                                             "ELF tiny cubin A"));
   w.add({kNameB, "sm_120a", "v1-nvrtc12.8-tfedcba9876543210", 0, 0, {}}, pattern(300, 3));
   return w;
 }
@@ -113,7 +114,8 @@ TEST_CASE("writer and reader round trip", "[bundle]") {
   CHECK(a->arch == "sm_90a");
   CHECK(a->fingerprint == kFingerprint);
   CHECK(a->offset % 256 == 0);
-  CHECK(reader.read(*a) == bytes_of("\x7f" "ELF tiny cubin A"));
+  CHECK(reader.read(*a) == bytes_of("\x7f"
+                                    "ELF tiny cubin A"));
   const BundleEntry* b = reader.find(kNameB);
   REQUIRE(b);
   CHECK(b->offset % 256 == 0);
@@ -136,7 +138,8 @@ TEST_CASE("the writer refuses entries it could not read back", "[bundle]") {
   CHECK_THROWS_WITH(w.add({kNameA, "sm_90a", kFingerprint, 0, 0, std::string(64, 'a')}, bytes_of("x")),
                     Catch::Contains(kNameA) && Catch::Contains("checksum"));
   w.add({kNameA, "sm_90a", kFingerprint, 0, 0, {}}, bytes_of("x"));
-  CHECK_THROWS_WITH(w.add({kNameA, "sm_90a", kFingerprint, 0, 0, {}}, bytes_of("y")), Catch::Contains("twice"));
+  CHECK_THROWS_WITH(w.add({kNameA, "sm_90a", kFingerprint, 0, 0, {}}, bytes_of("y")),
+                    Catch::Contains("twice"));
   w.add({kNameA, "sm_90a", "v1-other-fingerprint", 0, 0, {}}, bytes_of("y"));  // another toolchain: fine
   CHECK(w.size() == 2);
   TempDir dir;
@@ -168,9 +171,10 @@ TEST_CASE("every corruption is a BundleError naming the file and entry", "[bundl
     const fs::path bad_file = dir.path / "corrupt.xqab";
     write_file(bad_file, bad);
     const BundleReader r = BundleReader::open(bad_file);  // header and index are fine
-    CHECK(r.read(*r.find(kNameA)) == bytes_of("\x7f" "ELF tiny cubin A"));
-    CHECK_THROWS_WITH(r.read(*r.find(kNameB)), Catch::Contains(file) && Catch::Contains(kNameB) &&
-                                                   Catch::Contains("checksum"));
+    CHECK(r.read(*r.find(kNameA)) == bytes_of("\x7f"
+                                              "ELF tiny cubin A"));
+    CHECK_THROWS_WITH(r.read(*r.find(kNameB)),
+                      Catch::Contains(file) && Catch::Contains(kNameB) && Catch::Contains("checksum"));
     CHECK_THROWS_WITH(r.verify(), Catch::Contains(kNameB));
   }
   SECTION("wrong magic") {
@@ -182,7 +186,8 @@ TEST_CASE("every corruption is a BundleError naming the file and entry", "[bundl
   SECTION("newer or zero format version") {
     std::string bad = good;
     bad[8] = static_cast<char>(kBundleFormatVersion + 1);
-    CHECK_THAT(open_error(dir, bad), Catch::Contains(file) && Catch::Contains("newer") && Catch::Contains("version 2"));
+    CHECK_THAT(open_error(dir, bad),
+               Catch::Contains(file) && Catch::Contains("newer") && Catch::Contains("version 2"));
     bad[8] = 0;
     CHECK_THAT(open_error(dir, bad), Catch::Contains("version 0"));
   }
@@ -207,8 +212,8 @@ TEST_CASE("every corruption is a BundleError naming the file and entry", "[bundl
     std::string bad = good;
     put_u64(bad, index, good.size() + 100);  // first entry's offset
     reseal_index(bad);
-    CHECK_THAT(open_error(dir, bad), Catch::Contains(file) && Catch::Contains(kNameA) &&
-                                         Catch::Contains("outside the data area"));
+    CHECK_THAT(open_error(dir, bad),
+               Catch::Contains(file) && Catch::Contains(kNameA) && Catch::Contains("outside the data area"));
     bad = good;
     put_u64(bad, index + 8, ~std::uint64_t{0});  // first entry's size: offset + size overflows
     reseal_index(bad);
@@ -267,7 +272,8 @@ TEST_CASE("a bundle set skips bad bundles and entries and serves from good ones"
   const auto hit = set.find(kNameA, "-t0123456789abcdef");
   REQUIRE(hit);
   CHECK(hit->file == folder / "2-good.xqab");  // 1-corrupt's copy failed its checksum
-  CHECK(hit->cubin == bytes_of("\x7f" "ELF tiny cubin A"));
+  CHECK(hit->cubin == bytes_of("\x7f"
+                               "ELF tiny cubin A"));
   CHECK(hit->entry.fingerprint == kFingerprint);
 
   const auto other_hit = set.find(kNameA, "-tffffffffffffffff");
@@ -300,7 +306,6 @@ TEST_CASE("golden file pins the format", "[bundle][golden]") {
   CHECK(reader.read(reader.entries()[1]) == pattern(300, 3));
 }
 
-
 // ---- through the CLI ---------------------------------------------------------
 
 namespace {
@@ -313,8 +318,8 @@ struct CliResult {
 /// Runs `env ENV... xqajit ARGS` and captures stdout and stderr.
 CliResult run_cli(const TempDir& dir, const std::string& env, const std::string& args) {
   const fs::path err_file = dir.path / "stderr.txt";
-  const std::string command = "env " + env + " XQAJIT_LOG_LEVEL=warn '" + std::string(XQAJIT_CLI_PATH) + "' " +
-                              args + " 2>'" + err_file.string() + "'";
+  const std::string command = "env " + env + " XQAJIT_LOG_LEVEL=warn '" + std::string(XQAJIT_CLI_PATH) +
+                              "' " + args + " 2>'" + err_file.string() + "'";
   CliResult r;
   FILE* pipe = ::popen(command.c_str(), "r");
   REQUIRE(pipe);
@@ -355,7 +360,8 @@ TEST_CASE("CLI: pack -> list -> verify -> unpack, and the engine serving from a 
 
   // Unpack into a fresh cache B, under the entry's own fingerprint.
   REQUIRE(run_cli(dir, "", "--cache-dir " + cache_b + " bundle unpack " + all).rc == 0);
-  const fs::path cubin = fs::path(cache_b) / entry.at("fingerprint").get<std::string>() / name / "kernel.cubin";
+  const fs::path cubin =
+      fs::path(cache_b) / entry.at("fingerprint").get<std::string>() / name / "kernel.cubin";
   REQUIRE(fs::exists(cubin));
   const auto reader = BundleReader::open(all);
   CHECK(bytes_of(read_file(cubin)) == reader.read(reader.entries().at(0)));
@@ -377,7 +383,8 @@ TEST_CASE("CLI: pack -> list -> verify -> unpack, and the engine serving from a 
 
   // A spec in no bundle fails, naming the spec and how to add it to a bundle.
   const std::string missing = "gqa_bf16_kvbf16_obf16_d128_p32_g4_q1_sw0_t64_sm90a";
-  const CliResult refused = run_cli(dir, no_nvrtc + " XQAJIT_BUNDLES=" + all, empty_cache + " compile " + missing);
+  const CliResult refused =
+      run_cli(dir, no_nvrtc + " XQAJIT_BUNDLES=" + all, empty_cache + " compile " + missing);
   CHECK(refused.rc != 0);
   CHECK_THAT(refused.err, Catch::Contains(missing) && Catch::Contains("bundle pack"));
 

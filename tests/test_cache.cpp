@@ -397,7 +397,10 @@ TEST_CASE("a waiter retakes the lock when its lock file was replaced", "[cache]"
   std::error_code ec;
   detail::UniqueFd old_file = detail::lock_file(lock_path, detail::LockWait::kTry, ec);
   REQUIRE(old_file.valid());
-  const pid_t waiter = spawn([&] { return DiskCache(tmp.path(), kFingerprint).lock(kName).held() ? 0 : 1; });
+  const pid_t waiter = spawn([&] {
+    old_file.reset();  // a forked child shares the parent's lock until it closes its copy
+    return DiskCache(tmp.path(), kFingerprint).lock(kName).held() ? 0 : 1;
+  });
   ::usleep(100000);  // let the waiter block on the old file (if it is late, it blocks on the new one)
   // What eviction does: unlink the lock file while holding it; a new file takes its place.
   REQUIRE(::unlink(lock_path.c_str()) == 0);

@@ -1,18 +1,19 @@
-// Prewarm, through Engine::prewarm and through `xqajit prewarm`: several
-// workers over a fresh cache compile each spec once; a second run compiles
-// nothing; a failing spec does not stop the others and is named with its error.
+// Prewarm, through Engine::prewarm (threads) and through `xqajit prewarm`
+// (worker processes): several workers over a fresh cache compile each spec
+// once; a second run compiles nothing; a failing spec does not stop the others
+// and is named with its error.
 // Each NVRTC compile takes ~1-3 s here, so the spec sets stay small.
 
+#include <sys/wait.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <atomic>
-#include <chrono>
 #include <random>
 #include <set>
 #include <thread>
@@ -86,7 +87,8 @@ TEST_CASE("Engine::prewarm over several workers compiles each spec once", "[prew
   TempDir dir;
   // Three distinct specs, one of them listed twice: two workers may race on it.
   std::vector<KernelSpec> specs =
-      expand(parse_spec_json(R"([{"input": ["fp16", "bf16"], "head_dim": 64, "page_size": 16, "arch": "sm_90a"},
+      expand(
+          parse_spec_json(R"([{"input": ["fp16", "bf16"], "head_dim": 64, "page_size": 16, "arch": "sm_90a"},
                                  {"input": "bf16", "kv": "fp8", "head_dim": 64, "page_size": 32, "arch": "sm_90a"}])"))
           .specs;
   REQUIRE(specs.size() == 3);
@@ -150,7 +152,8 @@ TEST_CASE("Engine::prewarm reports a failing spec without stopping the others", 
 TEST_CASE("xqajit prewarm: products, JSON summary, second run compiles nothing", "[prewarm][cli]") {
   TempDir dir;
   const std::string cache = "--cache-dir " + (dir.path / "cache").string();
-  const std::string args = cache + " prewarm --jobs 2 --json input=fp16,bf16 head_dim=64 page_size=16 group=2 arch=sm_90a";
+  const std::string args =
+      cache + " prewarm --jobs 2 --json input=fp16,bf16 head_dim=64 page_size=16 group=2 arch=sm_90a";
 
   const CliResult first = run_cli(dir, "", args);
   REQUIRE(first.rc == 0);
@@ -165,14 +168,23 @@ TEST_CASE("xqajit prewarm: products, JSON summary, second run compiles nothing",
     CHECK_FALSE(r.contains("error"));
   }
 
+  CHECK(doc.at("workers") == "processes");
+
   const CliResult second = run_cli(dir, "", args);
   REQUIRE(second.rc == 0);
   const auto again = nlohmann::json::parse(second.out);
   CHECK(again.at("compiled") == 0);
   CHECK(again.at("cached") == 2);
 
+  // --threads: the same contract through Engine::prewarm in one process.
+  const CliResult threads = run_cli(dir, "", args + " --threads");
+  REQUIRE(threads.rc == 0);
+  CHECK(nlohmann::json::parse(threads.out).at("workers") == "threads");
+  CHECK(nlohmann::json::parse(threads.out).at("cached") == 2);
+
   // Plain text (not a terminal): one line per spec on stderr, a summary on stdout.
-  const CliResult text = run_cli(dir, "", cache + " prewarm --jobs 1 input=fp16,bf16 head_dim=64 page_size=16 group=2 arch=sm_90a");
+  const CliResult text = run_cli(
+      dir, "", cache + " prewarm --jobs 1 input=fp16,bf16 head_dim=64 page_size=16 group=2 arch=sm_90a");
   REQUIRE(text.rc == 0);
   CHECK_THAT(text.out, Catch::Contains("0 compiled, 2 already cached, 0 failed"));
   CHECK_THAT(text.err, Catch::Contains("[2/2]"));
@@ -183,13 +195,15 @@ TEST_CASE("xqajit prewarm: spec files, --skip-invalid and usage errors", "[prewa
   const std::string cache = "--cache-dir " + (dir.path / "cache").string();
   const fs::path file = dir.path / "specs.json";
   // fp8 on sm_80 is invalid; with --skip-invalid it is reported and skipped.
-  std::ofstream(file) << R"([{"input": "bf16", "kv": ["bf16", "fp8"], "head_dim": 64, "page_size": 16, "arch": "sm_80"}])";
+  std::ofstream(file)
+      << R"([{"input": "bf16", "kv": ["bf16", "fp8"], "head_dim": 64, "page_size": 16, "arch": "sm_80"}])";
 
   const CliResult strict = run_cli(dir, "", cache + " prewarm --spec-file " + file.string());
   CHECK(strict.rc == 2);
   CHECK_THAT(strict.err, Catch::Contains("specs.json[0].arch") && Catch::Contains("--skip-invalid"));
 
-  const CliResult lenient = run_cli(dir, "", cache + " prewarm --json --skip-invalid --spec-file " + file.string());
+  const CliResult lenient =
+      run_cli(dir, "", cache + " prewarm --json --skip-invalid --spec-file " + file.string());
   REQUIRE(lenient.rc == 0);
   const auto doc = nlohmann::json::parse(lenient.out);
   CHECK(doc.at("results").size() == 1);
@@ -206,8 +220,10 @@ TEST_CASE("xqajit prewarm: spec files, --skip-invalid and usage errors", "[prewa
 TEST_CASE("xqajit prewarm: a failing compile names its spec and the compiler's message", "[prewarm][cli]") {
   TempDir dir;
   const std::string env = "XQAJIT_TEMPLATE_DIR=" + broken_templates(dir).string();
-  const CliResult r = run_cli(dir, env, "--cache-dir " + (dir.path / "cache").string() +
-                                            " prewarm --jobs 2 --json input=fp16,bf16 head_dim=64 page_size=16 arch=sm_90a");
+  const CliResult r =
+      run_cli(dir, env,
+              "--cache-dir " + (dir.path / "cache").string() +
+                  " prewarm --jobs 2 --json input=fp16,bf16 head_dim=64 page_size=16 arch=sm_90a");
   CHECK(r.rc == 1);
   const auto doc = nlohmann::json::parse(r.out);
   CHECK(doc.at("failed") == 2);

@@ -43,8 +43,8 @@ SpecError spec_error_of(Fn&& fn) {
 }  // namespace
 
 TEST_CASE("a product of lists expands to every combination", "[spec_set]") {
-  const SpecSet set = expand_json(
-      R"([{"input": ["fp16", "bf16"], "head_dim": [64, 128], "group": 4, "arch": "sm_90a"}])");
+  const SpecSet set =
+      expand_json(R"([{"input": ["fp16", "bf16"], "head_dim": [64, 128], "group": 4, "arch": "sm_90a"}])");
   REQUIRE(set.specs.size() == 4);
   CHECK(set.skipped.empty());
   CHECK(names_of(set) == std::set<std::string>{
@@ -75,11 +75,13 @@ TEST_CASE("duplicates are removed by canonical name, first one kept", "[spec_set
 
 TEST_CASE("an invalid combination is an error naming the object and field", "[spec_set]") {
   // fp8 needs sm_89 or newer: the second object's sm_80 x fp8 combination is invalid.
-  const std::string text = R"([{"arch": "sm_90a"}, {"kv": ["bf16", "fp8"], "input": "bf16", "arch": ["sm_80", "sm_90a"]}])";
+  const std::string text =
+      R"([{"arch": "sm_90a"}, {"kv": ["bf16", "fp8"], "input": "bf16", "arch": ["sm_80", "sm_90a"]}])";
   const SpecError e = spec_error_of([&] { expand_json(text); });
   CHECK(e.field() == "specs.json[1].arch");
   CHECK(e.value() == "sm_80");
-  CHECK_THAT(e.what(), Catch::Contains("sm_89") && Catch::Contains("kv=fp8") && Catch::Contains("--skip-invalid"));
+  CHECK_THAT(e.what(),
+             Catch::Contains("sm_89") && Catch::Contains("kv=fp8") && Catch::Contains("--skip-invalid"));
 
   SECTION("skip_invalid collects it and keeps the rest") {
     const SpecSet set = expand_json(text, /*skip_invalid=*/true);
@@ -88,7 +90,8 @@ TEST_CASE("an invalid combination is an error naming the object and field", "[sp
     CHECK_THAT(set.skipped[0], Catch::Contains("specs.json[1]") && Catch::Contains("arch=sm_80"));
   }
   SECTION("a bad value is reported the same way") {
-    const SpecError bad = spec_error_of([] { expand_json(R"([{"arch": "sm_90a", "head_dim": [128, 100]}])"); });
+    const SpecError bad =
+        spec_error_of([] { expand_json(R"([{"arch": "sm_90a", "head_dim": [128, 100]}])"); });
     CHECK(bad.field() == "specs.json[0].head_dim");
     CHECK(bad.value() == "100");
   }
@@ -106,8 +109,8 @@ TEST_CASE("structural mistakes are errors even with skip_invalid", "[spec_set]")
       {R"([{"arch": {"x": 1}}])", "specs.json[0].arch"},                         // object value
       {R"([{"arch": [["sm_90a"]]}])", "specs.json[0].arch"},                     // nested list
       {R"([{"arch": "sm_90a"}, 42])", "specs.json[1]"},                          // not an object
-      {R"("sm_90a")", "specs.json"},                                              // not a list
-      {R"([{"arch": "sm_90a",)", "specs.json"},                                   // not JSON
+      {R"("sm_90a")", "specs.json"},                                             // not a list
+      {R"([{"arch": "sm_90a",)", "specs.json"},                                  // not JSON
   };
   for (const auto& c : cases) {
     INFO(c.text);
@@ -144,7 +147,8 @@ TEST_CASE("FIELD=VALUE arguments with comma-separated lists", "[spec_set]") {
   CHECK_THROWS_AS(parse_field_args({"input=fp16,,bf16"}), SpecError);
   CHECK_THROWS_AS(parse_field_args({"input="}), SpecError);
 
-  const auto overridden = with_overrides({{{"input", {"fp16"}}, {"arch", {"sm_80"}}}}, {{"arch", {"sm_90a"}}});
+  const auto overridden =
+      with_overrides({{{"input", {"fp16"}}, {"arch", {"sm_80"}}}}, {{"arch", {"sm_90a"}}});
   CHECK(overridden.at(0).at("arch") == std::vector<std::string>{"sm_90a"});
   CHECK(overridden.at(0).at("input") == std::vector<std::string>{"fp16"});
 }

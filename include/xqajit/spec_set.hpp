@@ -46,8 +46,7 @@ SpecSet expand(const std::vector<FieldProduct>& products, const ExpandOptions& o
 /// Parses JSON text: a list of objects (or one object) whose values are strings,
 /// integers, booleans, or lists of those. Throws SpecError naming the source,
 /// the object index and the field.
-std::vector<FieldProduct> parse_spec_json(const std::string& json_text,
-                                          const std::string& source = "specs");
+std::vector<FieldProduct> parse_spec_json(const std::string& json_text, const std::string& source = "specs");
 
 /// Reads and parses a spec file (throws SpecError when it cannot be read).
 std::vector<FieldProduct> read_spec_file(const std::filesystem::path& file);
@@ -57,8 +56,7 @@ std::vector<FieldProduct> read_spec_file(const std::filesystem::path& file);
 FieldProduct parse_field_args(const std::vector<std::string>& args);
 
 /// Sets `overrides`' fields in every product (e.g. arch=sm_90a,sm_120a on a preset).
-std::vector<FieldProduct> with_overrides(std::vector<FieldProduct> products,
-                                         const FieldProduct& overrides);
+std::vector<FieldProduct> with_overrides(std::vector<FieldProduct> products, const FieldProduct& overrides);
 
 /// Built-in sets, by name:
 ///   serving-gqa  fp16/bf16 input x (same-type or fp8 cache) x page 16/32/64/128

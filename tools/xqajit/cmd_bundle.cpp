@@ -55,10 +55,12 @@ void run_pack(const GlobalFlags& flags, const PackArgs& args) {
     for (const CacheEntry& entry : cache->list(/*all_fingerprints=*/false)) {
       auto cubin = cache->load(entry.name);
       if (!cubin)
-        throw CacheError(fmt::format("cache entry {} in {} is corrupt or half-written; run `xqajit "
-                                     "compile {}` to rebuild it, then pack again",
-                                     entry.name, entry.dir.string(), entry.name));
-      writer.add({entry.name, parse_name(entry.name).arch.str(), fingerprint, 0, 0, entry.sha256}, std::move(*cubin));
+        throw CacheError(
+            fmt::format("cache entry {} in {} is corrupt or half-written; run `xqajit "
+                        "compile {}` to rebuild it, then pack again",
+                        entry.name, entry.dir.string(), entry.name));
+      writer.add({entry.name, parse_name(entry.name).arch.str(), fingerprint, 0, 0, entry.sha256},
+                 std::move(*cubin));
     }
   } else {
     // Compile what is missing first (in parallel), then collect from memory.
@@ -66,7 +68,8 @@ void run_pack(const GlobalFlags& flags, const PackArgs& args) {
     for (const auto& r : engine.prewarm(specs, args.jobs)) {
       if (r.ok) continue;
       ++failed;
-      fmt::print(stderr, "xqajit: cannot pack {}: {}\n", r.name.empty() ? r.spec.arch.str() : r.name, r.error);
+      fmt::print(stderr, "xqajit: cannot pack {}: {}\n", r.name.empty() ? r.spec.arch.str() : r.name,
+                 r.error);
     }
     if (failed > 0) throw Error(fmt::format("{} spec(s) could not be compiled; nothing was written", failed));
     for (const KernelSpec& spec : specs) {
@@ -75,9 +78,10 @@ void run_pack(const GlobalFlags& flags, const PackArgs& args) {
     }
   }
   if (writer.size() == 0)
-    throw UsageError(fmt::format("nothing to pack: the cache at {} has no entries for fingerprint {}; "
-                                 "run `xqajit prewarm` first or name the specs",
-                                 options.cache_dir.string(), fingerprint));
+    throw UsageError(
+        fmt::format("nothing to pack: the cache at {} has no entries for fingerprint {}; "
+                    "run `xqajit prewarm` first or name the specs",
+                    options.cache_dir.string(), fingerprint));
   writer.write(args.out);
   if (flags.json) {
     print_json({{"file", args.out}, {"entries", writer.size()}, {"fingerprint", fingerprint}});
@@ -87,7 +91,7 @@ void run_pack(const GlobalFlags& flags, const PackArgs& args) {
 }
 
 nlohmann::json entry_json(const BundleEntry& e) {
-  return {{"name", e.name}, {"arch", e.arch}, {"fingerprint", e.fingerprint},
+  return {{"name", e.name},     {"arch", e.arch}, {"fingerprint", e.fingerprint},
           {"offset", e.offset}, {"size", e.size}, {"sha256", e.sha256}};
 }
 
@@ -109,8 +113,10 @@ int run_verify(const GlobalFlags& flags, const std::string& file) {
   try {
     const BundleReader reader = BundleReader::open(file);
     reader.verify();
-    if (flags.json) print_json({{"file", file}, {"ok", true}, {"entries", reader.entries().size()}});
-    else fmt::print("{}: ok, {} entries verified\n", file, reader.entries().size());
+    if (flags.json)
+      print_json({{"file", file}, {"ok", true}, {"entries", reader.entries().size()}});
+    else
+      fmt::print("{}: ok, {} entries verified\n", file, reader.entries().size());
     return 0;
   } catch (const BundleError& e) {
     if (!flags.json) throw;  // main prints it and exits 1
@@ -132,11 +138,16 @@ int run_unpack(const GlobalFlags& flags, const std::string& file) {
     auto& cache = caches[entry.fingerprint];
     if (!cache) cache = std::make_unique<DiskCache>(options.cache_dir, entry.fingerprint);
     const nlohmann::json meta = {{"source", "bundle"}, {"bundle", file}, {"arch", entry.arch}};
-    if (cache->publish(entry.name, cubin, meta.dump())) ++written;
-    else failed.push_back(entry.name);
+    if (cache->publish(entry.name, cubin, meta.dump()))
+      ++written;
+    else
+      failed.push_back(entry.name);
   }
   if (flags.json) {
-    print_json({{"file", file}, {"cache_dir", options.cache_dir.string()}, {"unpacked", written}, {"failed", failed}});
+    print_json({{"file", file},
+                {"cache_dir", options.cache_dir.string()},
+                {"unpacked", written},
+                {"failed", failed}});
   } else {
     fmt::print("unpacked {} of {} entries from {} into {}\n", written, reader.entries().size(), file,
                options.cache_dir.string());
@@ -155,9 +166,13 @@ void add_bundle_commands(CLI::App& app, GlobalFlags& flags, int& exit_code) {
 
   auto pack_args = std::make_shared<PackArgs>();
   CLI::App* pack = bundle->add_subcommand(
-      "pack", "Write cache entries into one bundle (all of the current toolchain, or those named, compiled first)");
-  pack->add_option("--out,-o", pack_args->out, "Bundle file to write (atomically)")->required()->type_name("FILE");
-  pack->add_option("--spec-file", pack_args->spec_file, "Pack the specs of this JSON spec file")->type_name("FILE");
+      "pack",
+      "Write cache entries into one bundle (all of the current toolchain, or those named, compiled first)");
+  pack->add_option("--out,-o", pack_args->out, "Bundle file to write (atomically)")
+      ->required()
+      ->type_name("FILE");
+  pack->add_option("--spec-file", pack_args->spec_file, "Pack the specs of this JSON spec file")
+      ->type_name("FILE");
   pack->add_option("-j,--jobs", pack_args->jobs, "Worker threads for missing compiles (default: cores)");
   pack->add_flag("--skip-invalid", pack_args->skip_invalid, "Skip invalid combinations of the spec file");
   pack->add_option("names", pack_args->names, "Canonical spec names to pack")->type_name("NAME");
@@ -175,14 +190,15 @@ void add_bundle_commands(CLI::App& app, GlobalFlags& flags, int& exit_code) {
   });
 
   auto verify_file = std::make_shared<std::string>();
-  CLI::App* verify =
-      bundle->add_subcommand("verify", "Check a bundle's header, index and every checksum (exit 1 naming the bad entry)");
+  CLI::App* verify = bundle->add_subcommand(
+      "verify", "Check a bundle's header, index and every checksum (exit 1 naming the bad entry)");
   verify->add_option("file", *verify_file, "Bundle file")->required()->type_name("FILE");
   verify->callback([&flags, &exit_code, verify_file] { exit_code = run_verify(flags, *verify_file); });
 
   auto unpack_file = std::make_shared<std::string>();
   CLI::App* unpack = bundle->add_subcommand(
-      "unpack", "Verify a bundle and publish its cubins into the cache (--cache-dir), each under its fingerprint");
+      "unpack",
+      "Verify a bundle and publish its cubins into the cache (--cache-dir), each under its fingerprint");
   unpack->add_option("file", *unpack_file, "Bundle file")->required()->type_name("FILE");
   unpack->callback([&flags, &exit_code, unpack_file] { exit_code = run_unpack(flags, *unpack_file); });
 }

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <memory>
@@ -78,12 +79,20 @@ void run_list(const GlobalFlags& flags) {
     fmt::print("no entries\n");
     return;
   }
-  fmt::print("\n{:<28} {:<56} {:>10}  {}\n", "FINGERPRINT", "NAME", "BYTES", "LAST USED (UTC)");
+  std::size_t fp_width = 11, name_width = 4;  // at least the headers' widths
+  for (const CacheEntry& e : entries) {
+    fp_width = std::max(fp_width, e.fingerprint.size() + 2);
+    name_width = std::max(name_width, e.name.size());
+  }
+  fmt::print("\n{:<{}} {:<{}} {:>10}  {}\n", "FINGERPRINT", fp_width, "NAME", name_width, "BYTES",
+             "LAST USED (UTC)");
   for (const CacheEntry& e : entries) {
     const std::string fp = e.fingerprint == cache.fingerprint() ? e.fingerprint + " *" : e.fingerprint;
-    fmt::print("{:<28} {:<56} {:>10}  {}\n", fp, e.name, e.bytes, iso_time(e.last_used));
+    fmt::print("{:<{}} {:<{}} {:>10}  {}\n", fp, fp_width, e.name, name_width, e.bytes,
+               iso_time(e.last_used));
   }
-  fmt::print("\n{} entries, {} (* = current toolchain)\n", entries.size(), human_bytes(total));
+  fmt::print("\n{} entr{}, {} (* = current toolchain)\n", entries.size(), entries.size() == 1 ? "y" : "ies",
+             human_bytes(total));
 }
 
 void run_clear(const GlobalFlags& flags) {
@@ -246,8 +255,15 @@ void print_doctor_text(const nlohmann::json& r) {
 }
 
 void run_doctor(const GlobalFlags& flags) {
-  const Options options = make_options(flags);
   nlohmann::json report;
+  Options options;
+  try {
+    options = make_options(flags);
+  } catch (const std::exception& e) {
+    // A malformed variable must not keep doctor from reporting the rest.
+    report["environment_error"] = e.what();
+    options.cache_dir = flags.cache_dir.empty() ? default_cache_dir() : fs::path(flags.cache_dir);
+  }
   report["driver"] = probe_driver(options);
 
   std::optional<TemplateSet> templates;
@@ -286,6 +302,8 @@ void run_doctor(const GlobalFlags& flags) {
   summary.push_back(
       gpu ? "launch kernels: yes"
           : "launch kernels: no (no driver or no GPU); spec, compile, prewarm and bundles still work");
+  if (report.contains("environment_error"))
+    summary.push_back("environment: " + report["environment_error"].get<std::string>());
   if (report.contains("engine_error"))
     summary.push_back("engine: FAILED to start: " + report["engine_error"].get<std::string>());
   report["summary"] = summary;

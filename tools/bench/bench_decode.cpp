@@ -1,0 +1,215 @@
+// bench_decode: the device's copy bandwidth, then per decode shape the median
+// microseconds (CUDA events around graph replays of many launches, after
+// warm-up, rotating among several KV buffers so L2 does not flatter small
+// shapes), GB/s of K+V read and that as a percentage of the copy bandwidth.
+// Also the NVRTC seconds of each spec (memory-only engine: every spec compiles).
+//
+//   bench_decode [--quick]    (prints a table; JSON lines to stderr)
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support/gpu_buffers.hpp"
+#include "support/reference.hpp"
+#include "xqajit/decode.hpp"
+#include "xqajit/engine.hpp"
+
+using namespace xqajit;
+using namespace xqajit::testing;
+
+namespace {
+
+struct Shape {
+  int B, L, Hq, Hk, D;
+  DType input, kv;
+  int page;
+  int kv_tile = 0;  // 0 = the spec default
+};
+
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double copy_bandwidth() {
+  const std::size_t n = std::size_t(1) << 31;
+  DeviceBuffer a(n), b(n);
+  a.fill(1);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> ms;
+  for (int i = 0; i < 12; ++i) {
+    cudaEventRecord(e0);
+    XQAJIT_CUDART_CHECK(cudaMemcpyAsync(b.get(), a.get(), n, cudaMemcpyDeviceToDevice));
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float t;
+    cudaEventElapsedTime(&t, e0, e1);
+    if (i >= 2) ms.push_back(t);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return 2.0 * n / (median(ms) * 1e-3);
+}
+
+// Fills a device buffer with random finite values of `dt` (a host pattern tiled on the device).
+void fill_random(DeviceBuffer& buf, DType dt, std::mt19937& rng) {
+  const std::size_t pattern_bytes = std::min<std::size_t>(buf.bytes(), 16 << 20);
+  std::vector<std::uint8_t> host(pattern_bytes);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  const int eb = dtype_bytes(dt);
+  for (std::size_t i = 0; i < pattern_bytes / eb; ++i) {
+    if (dt == DType::fp8) {  // e4m3 codes with exponents 4..10: finite, no tiny subnormals
+      const unsigned r = rng();
+      host[i] = static_cast<std::uint8_t>(((r & 1) << 7) | ((4 + (r >> 1) % 7) << 3) | ((r >> 4) & 7));
+    } else {
+      store_element(dt, host.data(), i, u(rng));
+    }
+  }
+  for (std::size_t off = 0; off < buf.bytes(); off += pattern_bytes) {
+    const std::size_t n = std::min(pattern_bytes, buf.bytes() - off);
+    XQAJIT_CUDART_CHECK(cudaMemcpy(buf.get<char>() + off, host.data(), n, cudaMemcpyHostToDevice));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  try {
+    const DeviceInfo info = Driver::instance().device(0);
+    const double copy_bw = copy_bandwidth();
+    std::printf("device: %s (%d SMs), copy bandwidth (read+write): %.0f GB/s\n", info.name.c_str(),
+                info.sm_count, copy_bw / 1e9);
+    std::fprintf(stderr, "{\"device\": \"%s\", \"copy_GBps\": %.1f}\n", info.name.c_str(), copy_bw / 1e9);
+
+    const DType bf = DType::bf16, fp = DType::fp16, f8 = DType::fp8;
+    std::vector<Shape> shapes = {
+        {1, 8192, 32, 8, 128, bf, bf, 64},    {1, 65536, 32, 8, 128, bf, bf, 64},
+        {16, 4096, 32, 8, 128, bf, bf, 64},   {64, 4096, 32, 8, 128, bf, bf, 64},
+        {128, 8192, 32, 8, 128, bf, bf, 64},  {256, 2048, 32, 8, 128, bf, bf, 64},
+        {32, 4096, 64, 8, 128, fp, fp, 64},   {32, 4096, 32, 32, 128, bf, bf, 64},
+        {32, 4096, 16, 4, 256, bf, bf, 64},   {64, 4096, 32, 8, 128, bf, bf, 16},
+        {1, 8192, 32, 8, 128, bf, bf, 16},    {64, 4096, 32, 8, 128, bf, f8, 64},
+        {1, 8192, 32, 8, 128, bf, f8, 64},    {128, 8192, 32, 8, 128, bf, f8, 64},
+        // variant knobs, to pick the defaults: bigger tiles for fp8 and for D=256
+        {64, 4096, 32, 8, 128, bf, f8, 64, 128}, {128, 8192, 32, 8, 128, bf, f8, 64, 128},
+        {32, 4096, 16, 4, 256, bf, bf, 64, 64},  {64, 4096, 32, 8, 128, bf, bf, 64, 128},
+    };
+    if (quick) shapes.resize(4);
+
+    Options opts = Options::from_env();
+    opts.disk_cache = false;  // compile every spec: its NVRTC seconds are part of the report
+    Engine engine(opts);
+    CudaStream stream;
+    std::mt19937 rng(1234);
+    std::printf("\n%-38s %6s %9s %9s %7s %7s %8s\n", "shape (B L Hq Hk D in kv page tile)", "splits", "us", "GB/s",
+                "%copy", "nvrtc_s", "regs");
+    for (const Shape& s : shapes) {
+      const std::size_t pages_per_seq = (s.L + s.page - 1) / s.page;
+      const std::size_t num_pages = pages_per_seq * s.B;
+      const std::size_t kv_bytes = num_pages * s.page * s.Hk * s.D * dtype_bytes(s.kv);
+      const int rotate = static_cast<int>(std::clamp<std::size_t>((512u << 20) / (2 * kv_bytes) + 1, 1, 8));
+
+      std::vector<std::int32_t> table(num_pages), lens(s.B, s.L);
+      for (std::size_t i = 0; i < num_pages; ++i) table[i] = static_cast<std::int32_t>(i);
+      std::shuffle(table.begin(), table.end(), rng);
+      DeviceBuffer d_table = to_device(table), d_lens = to_device(lens);
+      std::vector<DeviceBuffer> ks, vs;
+      for (int r = 0; r < rotate; ++r) {
+        ks.emplace_back(kv_bytes);
+        vs.emplace_back(kv_bytes);
+        fill_random(ks.back(), s.kv, rng);
+        fill_random(vs.back(), s.kv, rng);
+      }
+      DeviceBuffer d_q(std::size_t(s.B) * s.Hq * s.D * 2), d_out(std::size_t(s.B) * s.Hq * s.D * 2);
+      fill_random(d_q, s.input, rng);
+
+      DecodeParams p;
+      p.input = s.input;
+      p.kv = s.kv;
+      p.output = s.input;
+      p.batch = s.B;
+      p.num_q_heads = s.Hq;
+      p.num_kv_heads = s.Hk;
+      p.head_dim = s.D;
+      p.page_size = s.page;
+      p.num_pages = static_cast<int>(num_pages);
+      p.max_pages_per_seq = static_cast<int>(pages_per_seq);
+      p.q = d_q.get();
+      p.out = d_out.get();
+      p.block_table = d_table.get<std::int32_t>();
+      p.seq_lens = d_lens.get<std::int32_t>();
+      p.kv_scale = 0.5f;
+      p.kv_tile = s.kv_tile;
+      const DecodePlan plan = decode_plan(p, info);
+      const CubinRef cubin = engine.cubin(plan.spec);
+      DeviceBuffer ws(std::max<std::size_t>(plan.workspace_bytes, 16));
+      ws.fill(0);
+      p.workspace = ws.get();
+      p.workspace_bytes = plan.workspace_bytes;
+
+      // Warm up (loads the kernel), then capture `kLaunches` launches rotating buffers.
+      constexpr int kLaunches = 20;
+      for (int r = 0; r < rotate; ++r) {
+        p.k_cache = ks[r].get();
+        p.v_cache = vs[r].get();
+        decode(engine, p, stream.get());
+      }
+      XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
+      const LoadedKernel& k = engine.kernel(plan.spec, 0);
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      XQAJIT_CUDART_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < kLaunches; ++i) {
+        p.k_cache = ks[i % rotate].get();
+        p.v_cache = vs[i % rotate].get();
+        decode(engine, p, stream.get());
+      }
+      XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream.get(), &graph));
+      XQAJIT_CUDART_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      cudaEvent_t e0, e1;
+      cudaEventCreate(&e0);
+      cudaEventCreate(&e1);
+      std::vector<float> per_launch_us;
+      for (int rep = 0; rep < 13; ++rep) {
+        cudaEventRecord(e0, stream.get());
+        XQAJIT_CUDART_CHECK(cudaGraphLaunch(exec, stream.get()));
+        cudaEventRecord(e1, stream.get());
+        XQAJIT_CUDART_CHECK(cudaEventSynchronize(e1));
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (rep >= 3) per_launch_us.push_back(ms * 1e3f / kLaunches);
+      }
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      const double us = median(per_launch_us);
+      const double kv_read = 2.0 * std::size_t(s.B) * s.L * s.Hk * s.D * dtype_bytes(s.kv);
+      const double gbps = kv_read / (us * 1e-6) / 1e9;
+      const std::string label = fmt::format("{} {} {} {} {} {} {} {} t{}", s.B, s.L, s.Hq, s.Hk, s.D,
+                                            to_string(s.input), to_string(s.kv), s.page,
+                                            normalized(plan.spec).kv_tile);
+      std::printf("%-38s %6d %9.1f %9.0f %6.1f%% %7.2f %8d\n", label.c_str(), plan.num_splits, us, gbps,
+                  100.0 * gbps * 1e9 / copy_bw, cubin.seconds, k.num_regs);
+      std::fprintf(stderr,
+                   "{\"B\": %d, \"L\": %d, \"Hq\": %d, \"Hk\": %d, \"D\": %d, \"input\": \"%s\", \"kv\": \"%s\", "
+                   "\"page\": %d, \"splits\": %d, \"us\": %.2f, \"GBps\": %.1f, \"pct_copy\": %.1f, "
+                   "\"nvrtc_s\": %.3f, \"spec\": \"%s\"}\n",
+                   s.B, s.L, s.Hq, s.Hk, s.D, to_string(s.input).c_str(), to_string(s.kv).c_str(), s.page,
+                   plan.num_splits, us, gbps, 100.0 * gbps * 1e9 / copy_bw, cubin.seconds, cubin.name.c_str());
+      std::fflush(stdout);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_decode: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

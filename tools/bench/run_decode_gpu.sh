@@ -1,0 +1,34 @@
+#!/bin/bash
+# One device command: GPU decode tests, bench_decode, then the peers on the same
+# shapes, in that order; logs under $OUT, a short table last.
+#   BIN=<dir with gpu_test_decode, bench_decode, libxqajit.so*, libfmt, libspdlog>
+#   tools/bench/run_decode_gpu.sh
+set -u
+BIN=${BIN:-.gk}
+OUT=${OUT:-/tmp/out}
+export LD_LIBRARY_PATH=$PWD/$BIN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export XQAJIT_CACHE_DIR=${XQAJIT_CACHE_DIR:-/tmp/xqajit-cache}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+date -u | tee -a "$OUT/device.txt"
+timeout 240 "$BIN/gpu_test_decode" ${TEST_ARGS:-} > "$OUT/test.log" 2>&1
+echo "gpu_test_decode exit: $?" | tee -a "$OUT/test.log"
+timeout 150 "$BIN/bench_decode" ${BENCH_ARGS:-} > "$OUT/bench.txt" 2> "$OUT/bench.jsonl"
+echo "bench_decode exit: $?" >> "$OUT/bench.txt"
+if [ -f .peers/decode_peers.py ] && [ -z "${NO_PEERS:-}" ]; then
+  PYTHONUNBUFFERED=1 timeout 150 python3 .peers/decode_peers.py --shapes tools/bench/peer_shapes.json \
+    --out "$OUT/peers.json" > "$OUT/peers.txt" 2>&1
+  echo "peers exit: $?" >> "$OUT/peers.txt"
+fi
+echo "===== test (tail)"; grep -E "FAILED|failed|passed|decode cases|worst|/fp|prewarm|seed|exit|error" "$OUT/test.log" | tail -40
+echo "===== bench"; cat "$OUT/bench.txt"
+echo "===== peers"
+python3 - "$OUT/peers.json" <<'PY' 2>/dev/null || tail -5 "$OUT/peers.txt"
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("peers copy GB/s:", round(d.get("copy_GBps", d.get("copy_bandwidth_GBps", 0)), 1) if isinstance(d, dict) else "")
+rows = d.get("rows", d.get("results", d)) if isinstance(d, dict) else d
+for r in rows:
+    if isinstance(r, dict) and r.get("kind") == "gqa":
+        print(r["B"], r["L"], r["Hq"], r["Hk"], r["D"], r.get("dtype"), "cudnn_us", round(r.get("cudnn_us", -1), 1), "flash_us", round(r.get("flash_us", -1), 1))
+PY
