@@ -5,12 +5,13 @@
 // the (query token, Q head) pairs that share one KV head: q_len * group rows,
 // in 16-row tiles (the mma M dimension), so speculative decoding is just more
 // rows. K/V tiles of KV_TILE_TOKENS keys stream through a cp.async pipeline with
-// per-token page-table addressing; fp8 tiles are dequantised to the input type
-// in shared memory. Warps split a tile's keys, keep their own online softmax
+// per-token page-table addressing. fp8 tiles stay raw in shared memory and are
+// dequantised in registers while the mma fragments are built (common/fp8.cuh). Warps split a tile's keys, keep their own online softmax
 // (max, sum, acc) and merge through shared memory at the end. With several
 // splits, each CTA writes (max, sum, acc) to the caller's workspace and the last
 // one to finish merges (self-resetting counter, so graph replays need no reset).
 
+#include "common/fp8.cuh"
 #include "common/memory.cuh"
 #include "common/mma.cuh"
 #include "common/types.cuh"
@@ -68,6 +69,10 @@ constexpr int kDimTiles = kHeadDim / 8;       // n-tiles of the output block
 constexpr int kRowBytes16 = kHeadDim * 2;     // a 16-bit K/V/Q row in shared memory
 constexpr int kCacheRowBytes = kHeadDim * kCacheBytes;
 constexpr bool kQInRegisters = kHeadDim <= 128;  // D=256 reloads Q to stay off local memory
+// An fp8 cache runs both products in fp16 (the e4m3 -> fp16 bit trick; P in [0, 1]
+// loses nothing in fp16). A bf16 Q is pre-scaled into fp16 for that.
+constexpr bool kMmaFp16 = kFp16 || kFp8Cache;
+constexpr int kCacheChunks = kCacheRowBytes / 16;  // 16-byte chunks of one cached row
 
 static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "HEAD_ELEMS: 64, 128 or 256");
 static_assert(kGroup >= 1 && kGroup <= 64, "HEAD_GRP_SIZE: 1 to 64");
@@ -77,6 +82,26 @@ static_assert(kWarpTokens % 16 == 0, "each warp needs whole 16-key steps of a ti
 static_assert(kStages >= 2, "this spec's K/V tiles do not fit in shared memory: lower kv_tile");
 static_assert(CACHE_ELEM_ENUM == 0 || CACHE_ELEM_ENUM == 2, "CACHE_ELEM_ENUM: 0 or 2");
 static_assert(!kFp8Out || kFp8Cache, "fp8 output needs an fp8 cache");
+
+// fp8 tiles: how each raw row's 16-byte chunks are swizzled. K fragments read
+// 16 bytes of two adjacent key rows per phase (flip chunk bit 2 on odd rows);
+// V fragments read 4-byte words of key rows 4 apart (spread bits 1-2 by key/4).
+__device__ __forceinline__ int fp8_k_swizzle(int tok) { return ((tok & 1) << 2) & (kCacheChunks - 1); }
+__device__ __forceinline__ int fp8_v_swizzle(int tok) { return (((tok >> 2) & 3) << 1) & (kCacheChunks - 1); }
+
+// The key (within a warp's 16-key step) that score accumulator (n, e) holds.
+// fp8 permutes keys so that each thread's P fragment covers 4 consecutive keys,
+// the 4 rows it dequantises V from.
+__device__ __forceinline__ int score_key(int n, int e, int quad_col) {
+  if constexpr (kFp8Cache) return 16 * (n >> 1) + 4 * quad_col + 2 * (n & 1) + (e & 1);
+  return n * 8 + 2 * quad_col + (e & 1);
+}
+// The head-dim column that output accumulator (i, e) holds (fp8 permutes the V
+// columns so each thread's B fragments come from 4 consecutive bytes).
+__device__ __forceinline__ int acc_col(int i, int e, int quad_col) {
+  if constexpr (kFp8Cache) return 32 * (i >> 2) + 8 * quad_col + 4 * (e & 1) + (i & 3);
+  return i * 8 + 2 * quad_col + (e & 1);
+}
 
 // Writes one 4-wide output vector of row `row` (a CTA-relative row already
 // mapped to its token and head by the caller).
@@ -149,8 +174,13 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   const float kv_scale = kFp8Cache ? (args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale) : 1.f;
   const float rcp_out = kFp8Out ? (args.rcp_out_scale_ptr ? *args.rcp_out_scale_ptr : args.rcp_out_scale)
                                 : 1.f;
-  const float qk_scale_log2 = q_scale * kv_scale * rsqrtf((float)kHeadDim) * kLog2e;
-  const float out_scale = kv_scale * rcp_out;
+  // fp8 with a bf16 Q: Q is converted to fp16 with its scale folded in (q_prescale).
+  const float q_softmax = q_scale * rsqrtf((float)kHeadDim) * kLog2e;
+  const bool prescale_q = kFp8Cache && !kFp16;
+  const float q_prescale = q_softmax;
+  const float fp8_rescale = kFp8Cache ? kE4m3ToF16Rescale : 1.f;
+  const float qk_scale_log2 = (prescale_q ? 1.f : q_softmax) * kv_scale * fp8_rescale;
+  const float out_scale = kv_scale * rcp_out * fp8_rescale;
 
   // ---- K/V tile loads: one 16-byte cp.async per chunk, zero-filled past the end
   const unsigned char* const k_base = static_cast<const unsigned char*>(args.k_cache);
@@ -176,10 +206,14 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
         v_src += (page * args.v_stride_page + in_page * args.v_stride_token +
                   (long long)h * args.v_stride_head) * kCacheBytes + chunk * 16;
       }
-      // fp8 tiles land raw (row-major) and are swizzled by the dequantising pass.
-      const u32 off = kFp8Cache ? (u32)(tok * kCacheRowBytes + chunk * 16) : swizzle(tok, chunk, kRowBytes16);
-      cp_async_16(k_dst + off, k_src, valid);
-      cp_async_16(v_dst + off, v_src, valid);
+      if constexpr (kFp8Cache) {
+        cp_async_16(k_dst + (u32)(tok * kCacheRowBytes + ((chunk ^ fp8_k_swizzle(tok)) << 4)), k_src, valid);
+        cp_async_16(v_dst + (u32)(tok * kCacheRowBytes + ((chunk ^ fp8_v_swizzle(tok)) << 4)), v_src, valid);
+      } else {
+        const u32 off = swizzle(tok, chunk, kRowBytes16);
+        cp_async_16(k_dst + off, k_src, valid);
+        cp_async_16(v_dst + off, v_src, valid);
+      }
     }
   };
 
@@ -202,17 +236,41 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
         v = *reinterpret_cast<const U32x4*>(q + (long long)b * args.q_stride_batch +
                                             (long long)t * args.q_stride_token +
                                             (long long)hq * args.q_stride_head + chunk * 8);
+        if (prescale_q) {  // bf16 -> q * scale in fp16, clamped to fp16's range (no inf)
+          u32* w = &v.x;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            float lo, hi;
+            unpack_x2<false>(w[j], lo, hi);
+            lo = fminf(fmaxf(lo * q_prescale, -65504.f), 65504.f);
+            hi = fminf(fmaxf(hi * q_prescale, -65504.f), 65504.f);
+            w[j] = pack_f32x2<true>(lo, hi);
+          }
+        }
       }
       *reinterpret_cast<U32x4*>(q_smem + swizzle(r, chunk, kRowBytes16)) = v;
     }
   }
   __syncthreads();
   const u32 q_addr = smem_addr(q_smem);
+  // A fragment of Q for k-step kk. fp8 permutes the head dim inside each 64-wide
+  // block to match the K bytes a thread reads: step kk = 4 * kq + s covers, for
+  // quad column c, dims 64 kq + 16 c + 4 s + {0,1} (a0/a1) and {2,3} (a2/a3).
+  auto load_q_frag = [&](u32(&qa)[4], int kk) {
+    if constexpr (kFp8Cache) {
+      const int e = 64 * (kk >> 2) + 16 * quad_col + 4 * (kk & 3);
+      const int r0 = warp_row * 16 + quad_row;
+      const U32x2 lo = *reinterpret_cast<const U32x2*>(q_smem + swizzle(r0, e >> 3, kRowBytes16) + (e & 7) * 2);
+      const U32x2 hi = *reinterpret_cast<const U32x2*>(q_smem + swizzle(r0 + 8, e >> 3, kRowBytes16) + (e & 7) * 2);
+      qa[0] = lo.x; qa[2] = lo.y; qa[1] = hi.x; qa[3] = hi.y;
+    } else {
+      ldmatrix_x4(qa, q_addr + swizzle(warp_row * 16 + (lane & 15), 2 * kk + (lane >> 4), kRowBytes16));
+    }
+  };
   u32 q_frag[kQInRegisters ? kHeadDim / 16 : 1][4];
   if constexpr (kQInRegisters) {
 #pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk)
-      ldmatrix_x4(q_frag[kk], q_addr + swizzle(warp_row * 16 + (lane & 15), 2 * kk + (lane >> 4), kRowBytes16));
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) load_q_frag(q_frag[kk], kk);
   }
 
   // ---- per-thread rows (quad_row and quad_row + 8 of this warp's tile) --------
@@ -242,57 +300,57 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
       if (next < num_tiles) load_tile(next, next % kStages);
       cp_async_commit();
     }
-    const unsigned char* k_tile;
-    const unsigned char* v_tile;
-    if constexpr (kFp8Cache) {
-      constexpr int kRawChunks = kHeadDim / 16;  // 16 e4m3 values per 16-byte chunk
-      const unsigned char* raw = kv_region + (it % kStages) * kGeo.stage_bytes;
-      unsigned char* cvt = kv_region + kStages * kGeo.stage_bytes;
-      for (int i = tid; i < 2 * kTile * kRawChunks; i += kThreads) {
-        const int tensor = i / (kTile * kRawChunks), j = i % (kTile * kRawChunks);
-        const int tok = j / kRawChunks, chunk = j % kRawChunks;
-        const U32x4 v = *reinterpret_cast<const U32x4*>(raw + tensor * kTile * kHeadDim + tok * kHeadDim + chunk * 16);
-        U32x4 lo16, hi16;
-        lo16.x = e4m3x2_to_x2<kFp16>((u16)(v.x & 0xffffu));
-        lo16.y = e4m3x2_to_x2<kFp16>((u16)(v.x >> 16));
-        lo16.z = e4m3x2_to_x2<kFp16>((u16)(v.y & 0xffffu));
-        lo16.w = e4m3x2_to_x2<kFp16>((u16)(v.y >> 16));
-        hi16.x = e4m3x2_to_x2<kFp16>((u16)(v.z & 0xffffu));
-        hi16.y = e4m3x2_to_x2<kFp16>((u16)(v.z >> 16));
-        hi16.z = e4m3x2_to_x2<kFp16>((u16)(v.w & 0xffffu));
-        hi16.w = e4m3x2_to_x2<kFp16>((u16)(v.w >> 16));
-        unsigned char* dst = cvt + tensor * kTile * kRowBytes16;
-        *reinterpret_cast<U32x4*>(dst + swizzle(tok, 2 * chunk, kRowBytes16)) = lo16;
-        *reinterpret_cast<U32x4*>(dst + swizzle(tok, 2 * chunk + 1, kRowBytes16)) = hi16;
-      }
-      __syncthreads();
-      k_tile = cvt;
-      v_tile = cvt + kTile * kRowBytes16;
-    } else {
-      k_tile = kv_region + (it % kStages) * kGeo.stage_bytes;
-      v_tile = k_tile + kTile * kRowBytes16;
-    }
+    const unsigned char* const k_tile = kv_region + (it % kStages) * kGeo.stage_bytes;
+    const unsigned char* const v_tile = k_tile + kTile * kCacheRowBytes;
     const u32 k_addr = smem_addr(k_tile), v_addr = smem_addr(v_tile);
 
     // S = Q K^T over this warp's keys.
     float s[kScoreTiles][4];
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    if constexpr (kFp8Cache) {
+      // n-tile 2*np + hf, column quad_row <- key 16 np + 4 (quad_row / 2) + 2 hf + quad_row % 2;
+      // one 16-byte load = 4 k-steps of one key row (head-dim order as in load_q_frag).
 #pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-      u32 qa[4];
-      if constexpr (kQInRegisters) {
-        qa[0] = q_frag[kk][0]; qa[1] = q_frag[kk][1]; qa[2] = q_frag[kk][2]; qa[3] = q_frag[kk][3];
-      } else {
-        ldmatrix_x4(qa, q_addr + swizzle(warp_row * 16 + (lane & 15), 2 * kk + (lane >> 4), kRowBytes16));
+      for (int kq = 0; kq < kHeadDim / 64; ++kq) {
+        u32 qa[4][4];
+#pragma unroll
+        for (int st = 0; st < 4; ++st) {
+          if constexpr (kQInRegisters) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) qa[st][j] = q_frag[4 * kq + st][j];
+          } else {
+            load_q_frag(qa[st], 4 * kq + st);
+          }
+        }
+#pragma unroll
+        for (int n = 0; n < kScoreTiles; ++n) {
+          const int tok = warp_tok0 + 16 * (n >> 1) + 4 * (quad_row >> 1) + 2 * (n & 1) + (quad_row & 1);
+          const U32x4 raw = *reinterpret_cast<const U32x4*>(
+              k_tile + tok * kCacheRowBytes + (((4 * kq + quad_col) ^ fp8_k_swizzle(tok)) << 4));
+          const u32 w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+          for (int st = 0; st < 4; ++st)
+            mma_16816<true>(s[n], qa[st], e4m3_lo_pair(w[st]), e4m3_hi_pair(w[st]));
+        }
       }
+    } else {
 #pragma unroll
-      for (int np = 0; np < kScoreTiles / 2; ++np) {
-        u32 kb[4];
-        const int tok = warp_tok0 + np * 16 + (lane & 7) + ((lane >> 4) << 3);
-        ldmatrix_x4(kb, k_addr + swizzle(tok, 2 * kk + ((lane >> 3) & 1), kRowBytes16));
-        mma_16816<kFp16>(s[2 * np], qa, kb[0], kb[1]);
-        mma_16816<kFp16>(s[2 * np + 1], qa, kb[2], kb[3]);
+      for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+        u32 qa[4];
+        if constexpr (kQInRegisters) {
+          qa[0] = q_frag[kk][0]; qa[1] = q_frag[kk][1]; qa[2] = q_frag[kk][2]; qa[3] = q_frag[kk][3];
+        } else {
+          load_q_frag(qa, kk);
+        }
+#pragma unroll
+        for (int np = 0; np < kScoreTiles / 2; ++np) {
+          u32 kb[4];
+          const int tok = warp_tok0 + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+          ldmatrix_x4(kb, k_addr + swizzle(tok, 2 * kk + ((lane >> 3) & 1), kRowBytes16));
+          mma_16816<kFp16>(s[2 * np], qa, kb[0], kb[1]);
+          mma_16816<kFp16>(s[2 * np + 1], qa, kb[2], kb[3]);
+        }
       }
     }
 
@@ -309,7 +367,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
         float x = s[n][e] * qk_scale_log2;
         if (need_mask) {
           const int half = e >> 1;
-          const int key = tile_start + warp_tok0 + n * 8 + 2 * quad_col + (e & 1);
+          const int key = tile_start + warp_tok0 + score_key(n, e, quad_col);
           bool visible = key < split_end;
           if (kWindow) visible = visible && key >= window_lo[half];
           if (kSpecDec && visible && key >= draft_begin) visible = visible && ((mask_bits[half] >> (key - draft_begin)) & 1u);
@@ -355,17 +413,37 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
 #pragma unroll
     for (int kb = 0; kb < kWarpTokens / 16; ++kb) {
       u32 pa[4];
-      pa[0] = pack_f32x2<kFp16>(s[2 * kb][0], s[2 * kb][1]);
-      pa[1] = pack_f32x2<kFp16>(s[2 * kb][2], s[2 * kb][3]);
-      pa[2] = pack_f32x2<kFp16>(s[2 * kb + 1][0], s[2 * kb + 1][1]);
-      pa[3] = pack_f32x2<kFp16>(s[2 * kb + 1][2], s[2 * kb + 1][3]);
-      const int tok = warp_tok0 + kb * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+      pa[0] = pack_f32x2<kMmaFp16>(s[2 * kb][0], s[2 * kb][1]);
+      pa[1] = pack_f32x2<kMmaFp16>(s[2 * kb][2], s[2 * kb][3]);
+      pa[2] = pack_f32x2<kMmaFp16>(s[2 * kb + 1][0], s[2 * kb + 1][1]);
+      pa[3] = pack_f32x2<kMmaFp16>(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+      if constexpr (kFp8Cache) {
+        // This thread's P columns are keys 4 quad_col + {0..3}; V words of those 4 rows at
+        // dims 32 m + 4 quad_row + {0..3} give, byte-transposed, the B fragments of
+        // output n-tiles 4 m + {0..3} (column mapping: acc_col).
+        const int tok0 = warp_tok0 + kb * 16 + 4 * quad_col;
+        const unsigned char* const v_rows = v_tile + tok0 * kCacheRowBytes + 4 * (quad_row & 3);
+        const int vswz = fp8_v_swizzle(tok0);
 #pragma unroll
-      for (int dp = 0; dp < kHeadDim / 16; ++dp) {
-        u32 vb[4];
-        ldmatrix_x4_trans(vb, v_addr + swizzle(tok, 2 * dp + (lane >> 4), kRowBytes16));
-        mma_16816<kFp16>(acc[2 * dp], pa, vb[0], vb[1]);
-        mma_16816<kFp16>(acc[2 * dp + 1], pa, vb[2], vb[3]);
+        for (int m = 0; m < kHeadDim / 32; ++m) {
+          const int off = ((2 * m + (quad_row >> 2)) ^ vswz) << 4;
+          u32 w[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) w[i] = *reinterpret_cast<const u32*>(v_rows + i * kCacheRowBytes + off);
+          mma_16816<true>(acc[4 * m + 0], pa, e4m3_column_pair<0>(w[0], w[1]), e4m3_column_pair<0>(w[2], w[3]));
+          mma_16816<true>(acc[4 * m + 1], pa, e4m3_column_pair<1>(w[0], w[1]), e4m3_column_pair<1>(w[2], w[3]));
+          mma_16816<true>(acc[4 * m + 2], pa, e4m3_column_pair<2>(w[0], w[1]), e4m3_column_pair<2>(w[2], w[3]));
+          mma_16816<true>(acc[4 * m + 3], pa, e4m3_column_pair<3>(w[0], w[1]), e4m3_column_pair<3>(w[2], w[3]));
+        }
+      } else {
+        const int tok = warp_tok0 + kb * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+#pragma unroll
+        for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+          u32 vb[4];
+          ldmatrix_x4_trans(vb, v_addr + swizzle(tok, 2 * dp + (lane >> 4), kRowBytes16));
+          mma_16816<kFp16>(acc[2 * dp], pa, vb[0], vb[1]);
+          mma_16816<kFp16>(acc[2 * dp + 1], pa, vb[2], vb[3]);
+        }
       }
     }
   }
@@ -382,11 +460,10 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   float* const merge_stats = merge_acc + kWarps * 16 * kHeadDim;   // [warps][16][max, sum]
 #pragma unroll
   for (int i = 0; i < kDimTiles; ++i) {
-    const int col = i * 8 + 2 * quad_col;
-    float* r0 = merge_acc + (warp * 16 + quad_row) * kHeadDim + col;
+    float* r0 = merge_acc + (warp * 16 + quad_row) * kHeadDim;
     float* r1 = r0 + 8 * kHeadDim;
-    r0[0] = acc[i][0]; r0[1] = acc[i][1];
-    r1[0] = acc[i][2]; r1[1] = acc[i][3];
+    r0[acc_col(i, 0, quad_col)] = acc[i][0]; r0[acc_col(i, 1, quad_col)] = acc[i][1];
+    r1[acc_col(i, 0, quad_col)] = acc[i][2]; r1[acc_col(i, 1, quad_col)] = acc[i][3];
   }
   if (quad_col == 0) {
     merge_stats[(warp * 16 + quad_row) * 2] = row_max[0];

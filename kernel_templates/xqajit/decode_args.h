@@ -54,7 +54,7 @@ struct XqajitDecodeGeometry {
   int threads;
   int stages;            // cp.async pipeline depth (0: does not fit)
   int stage_bytes;       // K + V of one tile, in the cache type
-  int convert_bytes;     // 16-bit K + V tile (fp8 cache only)
+  int convert_bytes;     // unused (fp8 dequantises in registers): 0
   int union_bytes;       // pipeline region, reused for the warp merge at the end
   int q_bytes;
   int smem_bytes;        // dynamic shared memory the launch asks for
@@ -83,7 +83,7 @@ constexpr XqajitDecodeGeometry xqajit_decode_geometry(int head_dim, int group, i
   g.warps = g.warp_rows * g.warp_kv;
   g.threads = g.warps * 32;
   g.stage_bytes = 2 * kv_tile * head_dim * cache_bytes;
-  g.convert_bytes = cache_bytes == 1 ? 2 * kv_tile * head_dim * 2 : 0;
+  g.convert_bytes = 0;
   g.q_bytes = g.rows_per_cta * head_dim * 2;
   const int merge_bytes = g.warps * 16 * (head_dim + 2) * 4;
   const int budget = xqajit_smem_budget(arch);
