@@ -83,24 +83,15 @@ static_assert(kStages >= 2, "this spec's K/V tiles do not fit in shared memory: 
 static_assert(CACHE_ELEM_ENUM == 0 || CACHE_ELEM_ENUM == 2, "CACHE_ELEM_ENUM: 0 or 2");
 static_assert(!kFp8Out || kFp8Cache, "fp8 output needs an fp8 cache");
 
-// fp8 tiles: how each raw row's 16-byte chunks are swizzled. K fragments read
-// 16 bytes of two adjacent key rows per phase (flip chunk bit 2 on odd rows);
-// V fragments read 4-byte words of key rows 4 apart (spread bits 1-2 by key/4).
-__device__ __forceinline__ int fp8_k_swizzle(int tok) { return ((tok & 1) << 2) & (kCacheChunks - 1); }
-__device__ __forceinline__ int fp8_v_swizzle(int tok) { return (((tok >> 2) & 3) << 1) & (kCacheChunks - 1); }
-
-// The key (within a warp's 16-key step) that score accumulator (n, e) holds.
-// fp8 permutes keys so that each thread's P fragment covers 4 consecutive keys,
-// the 4 rows it dequantises V from.
+__device__ __forceinline__ int fp8_k_swizzle(int tok) { return fp8_k_chunk_swizzle<kCacheChunks>(tok); }
+__device__ __forceinline__ int fp8_v_swizzle(int tok) { return fp8_v_chunk_swizzle<kCacheChunks>(tok); }
+// Key (within a warp's keys) of score accumulator (n, e); head-dim column of
+// output accumulator (i, e). fp8 permutes both (common/fp8.cuh says why).
 __device__ __forceinline__ int score_key(int n, int e, int quad_col) {
-  if constexpr (kFp8Cache) return 16 * (n >> 1) + 4 * quad_col + 2 * (n & 1) + (e & 1);
-  return n * 8 + 2 * quad_col + (e & 1);
+  return kFp8Cache ? fp8_score_key(n, e, quad_col) : n * 8 + 2 * quad_col + (e & 1);
 }
-// The head-dim column that output accumulator (i, e) holds (fp8 permutes the V
-// columns so each thread's B fragments come from 4 consecutive bytes).
 __device__ __forceinline__ int acc_col(int i, int e, int quad_col) {
-  if constexpr (kFp8Cache) return 32 * (i >> 2) + 8 * quad_col + 4 * (e & 1) + (i & 3);
-  return i * 8 + 2 * quad_col + (e & 1);
+  return kFp8Cache ? fp8_acc_col(i, e, quad_col) : i * 8 + 2 * quad_col + (e & 1);
 }
 
 // Writes one 4-wide output vector of row `row` (a CTA-relative row already
@@ -479,7 +470,9 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   float* const part_acc = args.partial;  // [cta][split][row][D]
   float* const part_stats = args.partial + num_ctas * args.num_splits * kRowsPerCta * kHeadDim;
   constexpr int kVecs = kHeadDim / 4;
-  for (int i = tid; i < kRowsPerCta * kVecs; i += kThreads) {
+  // Padding rows (row >= kRows) are neither stored nor written as partials.
+  const int cta_rows = kRows - rb * kRowsPerCta < kRowsPerCta ? kRows - rb * kRowsPerCta : kRowsPerCta;
+  for (int i = tid; i < cta_rows * kVecs; i += kThreads) {
     const int r = i / kVecs, d = (i % kVecs) * 4;
     const int wr = r / 16, lr = r % 16;
     float m = -kInf;
@@ -498,7 +491,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
     }
     const int row = rb * kRowsPerCta + r;
     if (!multi) {
-      if (row < kRows) store_out(args, b, h, row, d, o, m, sum, out_scale);
+      store_out(args, b, h, row, d, o, m, sum, out_scale);
     } else {
       const long long slot = (cta_id * args.num_splits + split) * kRowsPerCta + r;
       F32x4 v;
@@ -525,55 +518,82 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   if (!s_is_last) return;
   __threadfence();
 
-  // Pass 1: every (split, row) statistic into shared memory at once (the loads
-  // overlap instead of walking the splits one L2 round trip at a time).
+  // Pass 1: every (split, row) statistic, and when they fit every partial output
+  // of the valid rows, into shared memory with cp.async: one L2 round trip
+  // instead of one per split (this tail is serial time for small batches).
   const int splits = args.num_splits;
-  float* const split_max = reinterpret_cast<float*>(kv_region);  // [split][row], then weights
-  float* const split_sum = split_max + splits * kRowsPerCta;      // [split][row]
-  float* const row_max_all = split_sum + splits * kRowsPerCta;    // [row]
-  float* const row_sum_all = row_max_all + kRowsPerCta;           // [row]
-  for (int i = tid; i < splits * kRowsPerCta; i += kThreads) {
-    const long long slot = cta_id * splits * kRowsPerCta + i;  // i = split * rows + row
-    split_max[i] = load_cg1(part_stats + slot * 2);
-    split_sum[i] = load_cg1(part_stats + slot * 2 + 1);
-  }
-  __syncthreads();
-  // Pass 2: per row, the global max and sum; split_max becomes each split's weight.
-  for (int r = tid; r < kRowsPerCta; r += kThreads) {
-    float m = -kInf;
-    for (int sp = 0; sp < splits; ++sp) m = fmaxf(m, split_max[sp * kRowsPerCta + r]);
-    float sum = 0.f;
-    for (int sp = 0; sp < splits; ++sp) {
-      const float ms = split_max[sp * kRowsPerCta + r];
-      const float w = ms == -kInf ? 0.f : exp2f(ms - m);
-      sum += w * split_sum[sp * kRowsPerCta + r];
-      split_max[sp * kRowsPerCta + r] = w;
+  const int valid_rows = kRows - rb * kRowsPerCta < kRowsPerCta ? kRows - rb * kRowsPerCta : kRowsPerCta;
+  float* const stats = reinterpret_cast<float*>(kv_region);  // [split][row][max, sum]; max -> weight
+  float* const row_stats = stats + splits * kRowsPerCta * 2;   // [row][max, sum]
+  float* const staged = row_stats + kRowsPerCta * 2;           // [split][valid row][D]
+  const int staged_offset = (splits * kRowsPerCta * 2 + kRowsPerCta * 2) * 4;
+  const bool stage_acc = staged_offset + splits * valid_rows * kHeadDim * 4 <= kGeo.union_bytes;
+  {
+    const u32 stats_dst = smem_addr(stats);
+    const float* const stats_src = part_stats + cta_id * splits * kRowsPerCta * 2;
+    for (int i = tid; i < splits * kRowsPerCta / 2; i += kThreads)
+      cp_async_16(stats_dst + i * 16, stats_src + i * 4, true);
+    if (stage_acc) {
+      const u32 acc_dst = smem_addr(staged);
+      for (int i = tid; i < splits * valid_rows * kVecs; i += kThreads) {
+        const int sp = i / (valid_rows * kVecs), j = i % (valid_rows * kVecs);
+        cp_async_16(acc_dst + i * 16, part_acc + (cta_id * splits + sp) * kRowsPerCta * kHeadDim + j * 4, true);
+      }
     }
-    row_max_all[r] = m;
-    row_sum_all[r] = sum;
+    cp_async_commit();
+    cp_async_wait<0>();
   }
   __syncthreads();
-  // Pass 3: weighted sum of the partial outputs, 8 splits' loads in flight at a time.
+  // Pass 2: one warp per row, lanes over the splits: the global max and sum;
+  // each split's max becomes its weight.
+  for (int r = warp; r < valid_rows; r += kWarps) {
+    float m = -kInf;
+    for (int sp = lane; sp < splits; sp += 32) m = fmaxf(m, stats[(sp * kRowsPerCta + r) * 2]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sum = 0.f;
+    for (int sp = lane; sp < splits; sp += 32) {
+      float* const st = stats + (sp * kRowsPerCta + r) * 2;
+      const float w = st[0] == -kInf ? 0.f : exp2f(st[0] - m);
+      sum += w * st[1];
+      st[0] = w;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) {
+      row_stats[r * 2] = m;
+      row_stats[r * 2 + 1] = sum;
+    }
+  }
+  __syncthreads();
+  // Pass 3: weighted sum of the partial outputs (from shared memory, or from L2
+  // 8 splits at a time when they did not fit).
   constexpr int kBatch = 8;
-  for (int i = tid; i < kRowsPerCta * kVecs; i += kThreads) {
+  for (int i = tid; i < valid_rows * kVecs; i += kThreads) {
     const int r = i / kVecs, d = (i % kVecs) * 4;
-    const int row = rb * kRowsPerCta + r;
-    if (row >= kRows) continue;
     float o[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int s0 = 0; s0 < splits; s0 += kBatch) {
-      F32x4 a[kBatch];
+    if (stage_acc) {
+      for (int sp = 0; sp < splits; ++sp) {
+        const float w = stats[(sp * kRowsPerCta + r) * 2];
+        const F32x4 a = *reinterpret_cast<const F32x4*>(staged + (sp * valid_rows + r) * kHeadDim + d);
+        o[0] += w * a.x; o[1] += w * a.y; o[2] += w * a.z; o[3] += w * a.w;
+      }
+    } else {
+      for (int s0 = 0; s0 < splits; s0 += kBatch) {
+        F32x4 a[kBatch];
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j)
-        if (s0 + j < splits)
-          a[j] = load_cg(part_acc + ((cta_id * splits + s0 + j) * kRowsPerCta + r) * kHeadDim + d);
+        for (int j = 0; j < kBatch; ++j)
+          if (s0 + j < splits)
+            a[j] = load_cg(part_acc + ((cta_id * splits + s0 + j) * kRowsPerCta + r) * kHeadDim + d);
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        if (s0 + j < splits) {
-          const float w = split_max[(s0 + j) * kRowsPerCta + r];
-          o[0] += w * a[j].x; o[1] += w * a[j].y; o[2] += w * a[j].z; o[3] += w * a[j].w;
+        for (int j = 0; j < kBatch; ++j) {
+          if (s0 + j < splits) {
+            const float w = stats[((s0 + j) * kRowsPerCta + r) * 2];
+            o[0] += w * a[j].x; o[1] += w * a[j].y; o[2] += w * a[j].z; o[3] += w * a[j].w;
+          }
         }
       }
     }
-    store_out(args, b, h, row, d, o, row_max_all[r], row_sum_all[r], out_scale);
+    store_out(args, b, h, rb * kRowsPerCta + r, d, o, row_stats[r * 2], row_stats[r * 2 + 1], out_scale);
   }
 }

@@ -114,17 +114,19 @@ struct Engine::Impl {
     const auto start = std::chrono::steady_clock::now();
     CubinRef ref;
     ref.name = name;
-    auto found = [&](Source src, std::vector<char> bytes, std::filesystem::path path) {
+    auto found = [&](Source src, std::vector<char> bytes, std::filesystem::path path,
+                     const std::string& built_by) {
       ref.source = src;
+      ref.fingerprint = built_by;
       ref.cubin = std::make_shared<const std::vector<char>>(std::move(bytes));
       ref.path = std::move(path);
       ref.seconds = seconds_since(start);
       return ref;
     };
     if (bundles)
-      if (auto hit = bundles->find(name, template_suffix)) return found(Source::bundle, std::move(hit->cubin), hit->file);
+      if (auto hit = bundles->find(name, template_suffix)) return found(Source::bundle, std::move(hit->cubin), hit->file, hit->entry.fingerprint);
     if (disk)
-      if (auto bytes = disk->load(name)) return found(Source::disk, std::move(*bytes), disk->entry_dir(name));
+      if (auto bytes = disk->load(name)) return found(Source::disk, std::move(*bytes), disk->entry_dir(name), fingerprint);
     if (options.no_compile)
       throw NotAvailableError(fmt::format(
           "kernel {} is in no bundle ({} bundle(s) searched) and not in the cache at {}, and compiling "
@@ -135,7 +137,7 @@ struct Engine::Impl {
     if (disk) {
       lock = disk->lock(name);
       // Another process may have published while we waited for the lock.
-      if (auto bytes = disk->load(name)) return found(Source::disk, std::move(*bytes), disk->entry_dir(name));
+      if (auto bytes = disk->load(name)) return found(Source::disk, std::move(*bytes), disk->entry_dir(name), fingerprint);
     }
     CompiledKernel compiled = compiler.compile(spec);
     std::filesystem::path path;
@@ -150,7 +152,7 @@ struct Engine::Impl {
       std::lock_guard<std::mutex> g(mu);
       stats.compile_seconds += compiled.seconds;
     }
-    return found(Source::compiled, std::move(compiled.cubin), path);
+    return found(Source::compiled, std::move(compiled.cubin), path, fingerprint);
   }
 
   void count(Source s) {

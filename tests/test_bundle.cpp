@@ -14,6 +14,7 @@
 
 #include <sys/wait.h>
 
+#include "support/temp_dir.hpp"
 #include "xqajit/bundle.hpp"
 #include "xqajit/detail/sha256.hpp"
 #include "xqajit/error.hpp"
@@ -23,18 +24,7 @@ using namespace xqajit;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("xqajit_test_bundle_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using xqajit::test::TempDir;
 
 std::vector<char> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
@@ -84,7 +74,7 @@ void reseal_index(std::string& b) {
 
 /// Opens `bytes` as a bundle and returns the BundleError's message ("" if none).
 std::string open_error(const TempDir& dir, const std::string& bytes, bool verify = true) {
-  const fs::path file = dir.path / "corrupt.xqab";
+  const fs::path file = dir.path() / "corrupt.xqab";
   write_file(file, bytes);
   try {
     auto reader = BundleReader::open(file);
@@ -99,12 +89,12 @@ std::string open_error(const TempDir& dir, const std::string& bytes, bool verify
 
 TEST_CASE("writer and reader round trip", "[bundle]") {
   TempDir dir;
-  const fs::path file = dir.path / "two.xqab";
+  const fs::path file = dir.path() / "two.xqab";
   BundleWriter writer = tiny_writer();
   REQUIRE(writer.size() == 2);
   writer.write(file);
   // Atomic write: no temp files left beside it.
-  CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 1);
+  CHECK(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()) == 1);
 
   const BundleReader reader = BundleReader::open(file);
   CHECK(reader.path() == file);
@@ -143,17 +133,17 @@ TEST_CASE("the writer refuses entries it could not read back", "[bundle]") {
   w.add({kNameA, "sm_90a", "v1-other-fingerprint", 0, 0, {}}, bytes_of("y"));  // another toolchain: fine
   CHECK(w.size() == 2);
   TempDir dir;
-  CHECK_THROWS_WITH(w.write(dir.path / "no" / "such" / "dir.xqab"), Catch::Contains("dir.xqab"));
+  CHECK_THROWS_WITH(w.write(dir.path() / "no" / "such" / "dir.xqab"), Catch::Contains("dir.xqab"));
 }
 
 TEST_CASE("every corruption is a BundleError naming the file and entry", "[bundle][corrupt]") {
   TempDir dir;
-  const fs::path good_file = dir.path / "good.xqab";
+  const fs::path good_file = dir.path() / "good.xqab";
   tiny_writer().write(good_file);
   const std::string good = read_file(good_file);
   const BundleReader reader = BundleReader::open(good_file);
   const BundleEntry a = *reader.find(kNameA), b = *reader.find(kNameB);
-  const std::string file = (dir.path / "corrupt.xqab").string();
+  const std::string file = (dir.path() / "corrupt.xqab").string();
   REQUIRE(open_error(dir, good).empty());
 
   SECTION("truncated anywhere") {
@@ -168,7 +158,7 @@ TEST_CASE("every corruption is a BundleError naming the file and entry", "[bundl
   SECTION("a flipped cubin byte is caught on read, naming the entry") {
     std::string bad = good;
     bad[b.offset + 17] ^= 0x01;
-    const fs::path bad_file = dir.path / "corrupt.xqab";
+    const fs::path bad_file = dir.path() / "corrupt.xqab";
     write_file(bad_file, bad);
     const BundleReader r = BundleReader::open(bad_file);  // header and index are fine
     CHECK(r.read(*r.find(kNameA)) == bytes_of("\x7f"
@@ -241,14 +231,14 @@ TEST_CASE("every corruption is a BundleError naming the file and entry", "[bundl
     CHECK_THROWS_AS(reader.read(forged), BundleError);
   }
   SECTION("not a file") {
-    CHECK_THROWS_WITH(BundleReader::open(dir.path), Catch::Contains("regular file"));
-    CHECK_THROWS_WITH(BundleReader::open(dir.path / "missing.xqab"), Catch::Contains("missing.xqab"));
+    CHECK_THROWS_WITH(BundleReader::open(dir.path()), Catch::Contains("regular file"));
+    CHECK_THROWS_WITH(BundleReader::open(dir.path() / "missing.xqab"), Catch::Contains("missing.xqab"));
   }
 }
 
 TEST_CASE("a bundle set skips bad bundles and entries and serves from good ones", "[bundle][set]") {
   TempDir dir;
-  const fs::path folder = dir.path / "bundles";
+  const fs::path folder = dir.path() / "bundles";
   fs::create_directories(folder);
   write_file(folder / "0-garbage.xqab", "this is not a bundle");
   write_file(folder / "ignored.txt", "not a bundle either, and not *.xqab");
@@ -264,9 +254,9 @@ TEST_CASE("a bundle set skips bad bundles and entries and serves from good ones"
   // A separate file with entry A built from other templates.
   BundleWriter other;
   other.add({kNameA, "sm_90a", "v1-nvrtc13.0-tffffffffffffffff", 0, 0, {}}, bytes_of("other templates"));
-  other.write(dir.path / "other.xqab");
+  other.write(dir.path() / "other.xqab");
 
-  const BundleSet set({dir.path / "other.xqab", folder, dir.path / "missing.xqab", ""});
+  const BundleSet set({dir.path() / "other.xqab", folder, dir.path() / "missing.xqab", ""});
   CHECK(set.size() == 3);  // other, 1-corrupt, 2-good; the garbage and the missing one skipped
 
   const auto hit = set.find(kNameA, "-t0123456789abcdef");
@@ -293,9 +283,9 @@ TEST_CASE("golden file pins the format", "[bundle][golden]") {
     WARN("regenerated " << golden);
   }
   TempDir dir;
-  tiny_writer().write(dir.path / "tiny.xqab");
+  tiny_writer().write(dir.path() / "tiny.xqab");
   REQUIRE(fs::exists(golden));
-  CHECK(read_file(dir.path / "tiny.xqab") == read_file(golden));
+  CHECK(read_file(dir.path() / "tiny.xqab") == read_file(golden));
 
   // And this reader reads the golden file.
   const BundleReader reader = BundleReader::open(golden);
@@ -317,7 +307,7 @@ struct CliResult {
 
 /// Runs `env ENV... xqajit ARGS` and captures stdout and stderr.
 CliResult run_cli(const TempDir& dir, const std::string& env, const std::string& args) {
-  const fs::path err_file = dir.path / "stderr.txt";
+  const fs::path err_file = dir.path() / "stderr.txt";
   const std::string command = "env " + env + " XQAJIT_LOG_LEVEL=warn '" + std::string(XQAJIT_CLI_PATH) +
                               "' " + args + " 2>'" + err_file.string() + "'";
   CliResult r;
@@ -337,8 +327,8 @@ CliResult run_cli(const TempDir& dir, const std::string& env, const std::string&
 TEST_CASE("CLI: pack -> list -> verify -> unpack, and the engine serving from a bundle", "[bundle][cli]") {
   TempDir dir;
   const std::string name = "gqa_fp16_kvfp16_ofp16_d64_p16_g1_q1_sw0_t64_sm90a";
-  const std::string cache_a = (dir.path / "cache-a").string(), cache_b = (dir.path / "cache-b").string();
-  const std::string one = (dir.path / "one.xqab").string(), all = (dir.path / "all.xqab").string();
+  const std::string cache_a = (dir.path() / "cache-a").string(), cache_b = (dir.path() / "cache-b").string();
+  const std::string one = (dir.path() / "one.xqab").string(), all = (dir.path() / "all.xqab").string();
 
   // Packing a named spec compiles it into cache A first.
   REQUIRE(run_cli(dir, "", "--cache-dir " + cache_a + " bundle pack --out " + one + " " + name).rc == 0);
@@ -373,7 +363,7 @@ TEST_CASE("CLI: pack -> list -> verify -> unpack, and the engine serving from a 
   CHECK(nlohmann::json::parse(from_disk.out).at("status") == "disk");
 
   // ... or from a bundle, into an empty cache.
-  const std::string empty_cache = "--cache-dir " + (dir.path / "cache-empty").string();
+  const std::string empty_cache = "--cache-dir " + (dir.path() / "cache-empty").string();
   const CliResult from_bundle =
       run_cli(dir, no_nvrtc + " XQAJIT_BUNDLES=" + all, empty_cache + " compile --json " + name);
   REQUIRE(from_bundle.rc == 0);
@@ -391,7 +381,7 @@ TEST_CASE("CLI: pack -> list -> verify -> unpack, and the engine serving from a 
   // A corrupt bundle: verify exits non-zero naming the entry; the engine skips it.
   std::string bytes = read_file(all);
   bytes[reader.entries().at(0).offset + 100] ^= 0x10;
-  const std::string bad = (dir.path / "bad.xqab").string();
+  const std::string bad = (dir.path() / "bad.xqab").string();
   write_file(bad, bytes);
   const CliResult verify_bad = run_cli(dir, "", "bundle verify " + bad);
   CHECK(verify_bad.rc == 1);
@@ -405,7 +395,7 @@ TEST_CASE("CLI: pack -> list -> verify -> unpack, and the engine serving from a 
   CHECK(nlohmann::json::parse(skip_bad.out).at("path") == all);
   CHECK_THAT(skip_bad.err, Catch::Contains("checksum"));  // the warning about the bad one
 
-  CHECK(run_cli(dir, "", "--cache-dir " + (dir.path / "c").string() + " bundle unpack " + bad).rc == 1);
-  CHECK(run_cli(dir, "", "bundle list " + (dir.path / "missing.xqab").string()).rc == 1);
+  CHECK(run_cli(dir, "", "--cache-dir " + (dir.path() / "c").string() + " bundle unpack " + bad).rc == 1);
+  CHECK(run_cli(dir, "", "bundle list " + (dir.path() / "missing.xqab").string()).rc == 1);
   CHECK(run_cli(dir, "", "bundle pack").rc == 2);  // --out is required
 }

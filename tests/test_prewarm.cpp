@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "support/temp_dir.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/spec_set.hpp"
 
@@ -26,18 +27,7 @@ using namespace xqajit;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("xqajit_test_prewarm_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using xqajit::test::TempDir;
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -50,7 +40,7 @@ struct CliResult {
 };
 
 CliResult run_cli(const TempDir& dir, const std::string& env, const std::string& args) {
-  const fs::path err_file = dir.path / "stderr.txt";
+  const fs::path err_file = dir.path() / "stderr.txt";
   const std::string command = "env " + env + " '" + std::string(XQAJIT_CLI_PATH) + "' " + args + " 2>'" +
                               err_file.string() + "' </dev/null";
   CliResult r;
@@ -67,7 +57,7 @@ CliResult run_cli(const TempDir& dir, const std::string& env, const std::string&
 
 /// A copy of the kernel templates whose GQA kernel does not compile.
 fs::path broken_templates(const TempDir& dir) {
-  const fs::path copy = dir.path / "broken_templates";
+  const fs::path copy = dir.path() / "broken_templates";
   fs::copy(fs::path(XQAJIT_SOURCE_DIR) / "kernel_templates", copy, fs::copy_options::recursive);
   std::ofstream(copy / "gqa_decode.cu", std::ios::app) << "\n#error deliberately broken for test_prewarm\n";
   return copy;
@@ -75,7 +65,7 @@ fs::path broken_templates(const TempDir& dir) {
 
 Options options_for(const TempDir& dir) {
   Options options = Options::from_env();
-  options.cache_dir = dir.path / "cache";
+  options.cache_dir = dir.path() / "cache";
   options.bundles.clear();
   options.no_compile = false;
   return options;
@@ -151,7 +141,7 @@ TEST_CASE("Engine::prewarm reports a failing spec without stopping the others", 
 
 TEST_CASE("xqajit prewarm: products, JSON summary, second run compiles nothing", "[prewarm][cli]") {
   TempDir dir;
-  const std::string cache = "--cache-dir " + (dir.path / "cache").string();
+  const std::string cache = "--cache-dir " + (dir.path() / "cache").string();
   const std::string args =
       cache + " prewarm --jobs 2 --json input=fp16,bf16 head_dim=64 page_size=16 group=2 arch=sm_90a";
 
@@ -192,8 +182,8 @@ TEST_CASE("xqajit prewarm: products, JSON summary, second run compiles nothing",
 
 TEST_CASE("xqajit prewarm: spec files, --skip-invalid and usage errors", "[prewarm][cli]") {
   TempDir dir;
-  const std::string cache = "--cache-dir " + (dir.path / "cache").string();
-  const fs::path file = dir.path / "specs.json";
+  const std::string cache = "--cache-dir " + (dir.path() / "cache").string();
+  const fs::path file = dir.path() / "specs.json";
   // fp8 on sm_80 is invalid; with --skip-invalid it is reported and skipped.
   std::ofstream(file)
       << R"([{"input": "bf16", "kv": ["bf16", "fp8"], "head_dim": 64, "page_size": 16, "arch": "sm_80"}])";
@@ -214,7 +204,7 @@ TEST_CASE("xqajit prewarm: spec files, --skip-invalid and usage errors", "[prewa
   CHECK(run_cli(dir, "", cache + " prewarm --preset nonesuch arch=sm_90a").rc == 2);
   CHECK(run_cli(dir, "", cache + " prewarm --spec-file " + file.string() + " --preset smoke").rc == 2);
   CHECK(run_cli(dir, "", cache + " prewarm head_dims=64 arch=sm_90a").rc == 2);
-  CHECK(run_cli(dir, "", cache + " prewarm --spec-file " + (dir.path / "missing.json").string()).rc == 2);
+  CHECK(run_cli(dir, "", cache + " prewarm --spec-file " + (dir.path() / "missing.json").string()).rc == 2);
 }
 
 TEST_CASE("xqajit prewarm: a failing compile names its spec and the compiler's message", "[prewarm][cli]") {
@@ -222,7 +212,7 @@ TEST_CASE("xqajit prewarm: a failing compile names its spec and the compiler's m
   const std::string env = "XQAJIT_TEMPLATE_DIR=" + broken_templates(dir).string();
   const CliResult r =
       run_cli(dir, env,
-              "--cache-dir " + (dir.path / "cache").string() +
+              "--cache-dir " + (dir.path() / "cache").string() +
                   " prewarm --jobs 2 --json input=fp16,bf16 head_dim=64 page_size=16 arch=sm_90a");
   CHECK(r.rc == 1);
   const auto doc = nlohmann::json::parse(r.out);

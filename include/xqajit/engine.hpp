@@ -27,6 +27,7 @@ struct CubinRef {
   std::string name;
   Source source = Source::memory;
   std::filesystem::path path;  // entry dir or bundle file; empty when memory-only
+  std::string fingerprint;     // toolchain fingerprint of the build that made this cubin
   std::shared_ptr<const std::vector<char>> cubin;
   double seconds = 0;          // time spent in this call
 };

@@ -36,4 +36,26 @@ __device__ __forceinline__ u32 e4m3_column_pair(u32 a, u32 b) {
   return sext_e4m3x2_to_f16x2(prmt(a, b, sel));
 }
 
+// Raw fp8 tiles ([key][head_dim] bytes, kChunks 16-byte chunks a row) swizzle
+// their chunks per key row. K fragments read 16 bytes of two adjacent key rows
+// per phase (flip chunk bit 2 on odd rows); V fragments read 4-byte words of key
+// rows 4 apart (spread chunk bits 1-2 by key / 4).
+template <int kChunks>
+__device__ __forceinline__ int fp8_k_chunk_swizzle(int tok) { return ((tok & 1) << 2) & (kChunks - 1); }
+template <int kChunks>
+__device__ __forceinline__ int fp8_v_chunk_swizzle(int tok) { return (((tok >> 2) & 3) << 1) & (kChunks - 1); }
+
+// Fragment layouts of the fp8 path. In S = Q K^T, n-tile n's column c reads key
+// 16 (n/2) + 4 (c/2) + 2 (n%2) + c%2, so score accumulator (n, e) of quad column
+// q holds key 16 (n/2) + 4 q + 2 (n%2) + e%2: each thread's P fragment covers
+// keys 4q..4q+3, the rows whose V words it dequantises. In O += P V, n-tile
+// 4m + j's column c is head dim 32 m + 4 c + j, so one 4-byte word per key row
+// serves 4 n-tiles.
+__device__ __forceinline__ int fp8_score_key(int n, int e, int quad_col) {
+  return 16 * (n >> 1) + 4 * quad_col + 2 * (n & 1) + (e & 1);
+}
+__device__ __forceinline__ int fp8_acc_col(int i, int e, int quad_col) {
+  return 32 * (i >> 2) + 8 * quad_col + 4 * (e & 1) + (i & 3);
+}
+
 }  // namespace xqajit

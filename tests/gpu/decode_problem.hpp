@@ -44,9 +44,12 @@ inline std::vector<std::uint8_t> nan_bytes(DType dt, std::size_t elems) {
 // A random finite value of `dt`, roughly in [-range, range].
 inline void random_element(DType dt, std::uint8_t* base, std::int64_t i, float range, std::mt19937& rng) {
   if (dt == DType::fp8) {
-    // Codes with exponents 4..10 (values 2^-3 .. 2^4): skips NaN and the tiny subnormals.
+    // Codes with exponents 4..10 (values 2^-3 .. 2^4), and one in 8 with exponent 0
+    // (zeros and subnormals, which the in-register dequantisation must keep exact).
+    // No NaN codes: NaN in live cache slots is not a valid input.
     const unsigned r = rng();
-    base[i] = static_cast<std::uint8_t>(((r & 1) << 7) | ((4 + (r >> 1) % 7) << 3) | ((r >> 4) & 7));
+    const unsigned e = (r >> 1) % 8;
+    base[i] = static_cast<std::uint8_t>(((r & 1) << 7) | ((e == 7 ? 0 : 4 + e) << 3) | ((r >> 4) & 7));
     return;
   }
   std::uniform_real_distribution<float> u(-range, range);

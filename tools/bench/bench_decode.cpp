@@ -29,6 +29,8 @@ struct Shape {
   DType input, kv;
   int page;
   int kv_tile = 0;  // 0 = the spec default
+  int splits = 0;   // 0 = the launcher's choice
+  bool hnd = false; // HND pages (each head's page is one contiguous block)
 };
 
 float median(std::vector<float> v) {
@@ -98,9 +100,18 @@ int main(int argc, char** argv) {
         {32, 4096, 16, 4, 256, bf, bf, 64},   {64, 4096, 32, 8, 128, bf, bf, 16},
         {1, 8192, 32, 8, 128, bf, bf, 16},    {64, 4096, 32, 8, 128, bf, f8, 64},
         {1, 8192, 32, 8, 128, bf, f8, 64},    {128, 8192, 32, 8, 128, bf, f8, 64},
-        // variant knobs, to pick the defaults: bigger tiles for fp8 and for D=256
+        {32, 4096, 16, 4, 256, bf, f8, 64},   {16, 4096, 32, 8, 128, bf, f8, 64},
+        {1, 65536, 32, 8, 128, bf, f8, 64},   {32, 4096, 64, 8, 128, fp, f8, 64},
+        // variant knobs, to pick the defaults: tiles, forced splits, HND pages
         {64, 4096, 32, 8, 128, bf, f8, 64, 128}, {128, 8192, 32, 8, 128, bf, f8, 64, 128},
-        {32, 4096, 16, 4, 256, bf, bf, 64, 64},  {64, 4096, 32, 8, 128, bf, bf, 64, 128},
+        {64, 4096, 32, 8, 128, bf, f8, 64, 32},  {32, 4096, 16, 4, 256, bf, bf, 64, 64},
+        {64, 4096, 32, 8, 128, bf, bf, 64, 32},  {128, 8192, 32, 8, 128, bf, bf, 64, 32},
+        {64, 4096, 32, 8, 128, bf, bf, 64, 0, 0, true}, {128, 8192, 32, 8, 128, bf, bf, 64, 0, 0, true},
+        {1, 8192, 32, 8, 128, bf, bf, 64, 32},   {1, 8192, 32, 8, 128, bf, bf, 64, 0, 16},
+        {1, 8192, 32, 8, 128, bf, bf, 64, 0, 64}, {1, 8192, 32, 8, 128, bf, bf, 64, 32, 64},
+        {1, 65536, 32, 8, 128, bf, bf, 64, 0, 64}, {1, 65536, 32, 8, 128, bf, bf, 64, 32},
+        {16, 4096, 32, 8, 128, bf, bf, 64, 0, 4}, {16, 4096, 32, 8, 128, bf, bf, 64, 32},
+        {16, 4096, 32, 8, 128, bf, bf, 64, 0, 0, true},
     };
     if (quick) shapes.resize(4);
 
@@ -148,6 +159,8 @@ int main(int argc, char** argv) {
       p.seq_lens = d_lens.get<std::int32_t>();
       p.kv_scale = 0.5f;
       p.kv_tile = s.kv_tile;
+      p.num_splits = s.splits;
+      p.kv_layout = s.hnd ? KvLayout::hnd : KvLayout::nhd;
       const DecodePlan plan = decode_plan(p, info);
       const CubinRef cubin = engine.cubin(plan.spec);
       DeviceBuffer ws(std::max<std::size_t>(plan.workspace_bytes, 16));
@@ -194,17 +207,18 @@ int main(int argc, char** argv) {
       const double us = median(per_launch_us);
       const double kv_read = 2.0 * std::size_t(s.B) * s.L * s.Hk * s.D * dtype_bytes(s.kv);
       const double gbps = kv_read / (us * 1e-6) / 1e9;
-      const std::string label = fmt::format("{} {} {} {} {} {} {} {} t{}", s.B, s.L, s.Hq, s.Hk, s.D,
+      const std::string label = fmt::format("{} {} {} {} {} {} {} {} t{}{}{}", s.B, s.L, s.Hq, s.Hk, s.D,
                                             to_string(s.input), to_string(s.kv), s.page,
-                                            normalized(plan.spec).kv_tile);
+                                            normalized(plan.spec).kv_tile, s.splits ? " forced" : "",
+                                            s.hnd ? " HND" : "");
       std::printf("%-38s %6d %9.1f %9.0f %6.1f%% %7.2f %8d\n", label.c_str(), plan.num_splits, us, gbps,
                   100.0 * gbps * 1e9 / copy_bw, cubin.seconds, k.num_regs);
       std::fprintf(stderr,
                    "{\"B\": %d, \"L\": %d, \"Hq\": %d, \"Hk\": %d, \"D\": %d, \"input\": \"%s\", \"kv\": \"%s\", "
-                   "\"page\": %d, \"splits\": %d, \"us\": %.2f, \"GBps\": %.1f, \"pct_copy\": %.1f, "
+                   "\"page\": %d, \"hnd\": %d, \"splits\": %d, \"us\": %.2f, \"GBps\": %.1f, \"pct_copy\": %.1f, "
                    "\"nvrtc_s\": %.3f, \"spec\": \"%s\"}\n",
                    s.B, s.L, s.Hq, s.Hk, s.D, to_string(s.input).c_str(), to_string(s.kv).c_str(), s.page,
-                   plan.num_splits, us, gbps, 100.0 * gbps * 1e9 / copy_bw, cubin.seconds, cubin.name.c_str());
+                   s.hnd ? 1 : 0, plan.num_splits, us, gbps, 100.0 * gbps * 1e9 / copy_bw, cubin.seconds, cubin.name.c_str());
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

@@ -74,7 +74,7 @@ void run_pack(const GlobalFlags& flags, const PackArgs& args) {
     if (failed > 0) throw Error(fmt::format("{} spec(s) could not be compiled; nothing was written", failed));
     for (const KernelSpec& spec : specs) {
       const CubinRef ref = engine.cubin(spec);
-      writer.add({ref.name, normalized(spec).arch.str(), fingerprint, 0, 0, {}}, *ref.cubin);
+      writer.add({ref.name, normalized(spec).arch.str(), ref.fingerprint, 0, 0, {}}, *ref.cubin);
     }
   }
   if (writer.size() == 0)
