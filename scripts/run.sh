@@ -83,7 +83,7 @@ echo "== cache =="
 echo
 if ((gpu)); then
   echo "== GPU smoke test: a decode through the engine vs the CPU float64 reference =="
-  smoke=build/tests/gpu_test_decode
+  smoke=build/tests/gpu_test_engine_paths
   # Catch2 passes a filter that matches nothing, so make sure the tagged test exists.
   if ! "$smoke" --list-test-names-only "[smoke]" 2>/dev/null | grep -q .; then
     echo "run: $smoke has no [smoke] test case (or cannot see the GPU); nothing was launched" >&2

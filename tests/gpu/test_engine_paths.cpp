@@ -1,0 +1,148 @@
+// The paths a kernel takes to a launch, on a real GPU:
+//   [smoke]   a decode through the default engine matches the float64 reference
+//             (scripts/run.sh runs this on a GPU host);
+//   [bundle]  a kernel served from a bundle, in a process where NVRTC cannot be
+//             loaded and compiling is forbidden, launches and matches;
+//   [capture] a kernel that is not loaded yet is refused on a capturing stream.
+#include <catch2/catch.hpp>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <fstream>
+#include <random>
+
+#include "gpu/decode_problem.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+#include "xqajit/bundle.hpp"
+#include "xqajit/compiler.hpp"
+#include "xqajit/decode.hpp"
+#include "xqajit/engine.hpp"
+#include "xqajit/error.hpp"
+
+using namespace xqajit;
+using namespace xqajit::testing;
+
+namespace {
+
+const DeviceInfo& device() {
+  static const DeviceInfo info = Driver::instance().device(0);
+  return info;
+}
+
+std::mt19937& rng() {
+  static std::mt19937 r(std::random_device{}());
+  return r;
+}
+
+DecodeCase bf16_fp8_case() {
+  DecodeCase c;
+  c.input = DType::bf16;
+  c.kv = DType::fp8;
+  c.output = DType::bf16;
+  c.group = 4;
+  c.num_kv_heads = 2;
+  c.kv_scale = 0.5f;
+  c.seq_lens = {1, 300, 0, 1000};
+  return c;
+}
+
+/// Poisons the output, launches, and compares with the reference.
+void launch_and_check(Engine& engine, DecodeProblem& pr) {
+  CudaStream stream;
+  pr.d_out.fill(0xff);
+  decode(engine, pr.dev, stream.get());
+  XQAJIT_CUDART_CHECK(cudaGetLastError());
+  XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
+  const std::vector<double> got = pr.output();
+  const std::vector<double> want = reference_decode(pr.host);
+  for (double x : got) REQUIRE_FALSE(std::isnan(x));
+  const double err = relative_error(got, want);
+  INFO("relative error " << err);
+  CHECK(err < 0.02);
+}
+
+bool nvrtc_is_mapped() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);)
+    if (line.find("libnvrtc") != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("smoke: a decode through the engine matches the CPU reference", "[gpu][smoke]") {
+  for (DecodeCase c : {bf16_fp8_case(), DecodeCase{}}) {
+    DecodeProblem pr(c, rng(), device());
+    launch_and_check(default_engine(), pr);
+  }
+}
+
+TEST_CASE("a bundled kernel launches with NVRTC hidden and compiling forbidden", "[gpu][bundle]") {
+  xqajit::test::TempDir dir("xqajit-gpu-bundle");
+  // Build host: compile the spec and pack it.
+  Options build;
+  build.cache_dir = dir / "build-cache";
+  Engine builder(build);
+  DecodeProblem probe(bf16_fp8_case(), rng(), device());
+  const KernelSpec spec = decode_spec(probe.dev, device().best_arch());
+  const CubinRef ref = builder.cubin(spec);
+  BundleWriter writer;
+  writer.add({ref.name, normalized(spec).arch.str(), ref.fingerprint, 0, 0, {}}, *ref.cubin);
+  const auto bundle = dir / "kernels.xqab";
+  writer.write(bundle);
+
+  // Production host: a fresh process that cannot load NVRTC at all.
+  const auto result = xqajit::test::run_process(
+      {"/proc/self/exe", "[.bundle_child]"},
+      {{"XQAJIT_BUNDLES", bundle.string()},
+       {"XQAJIT_NO_COMPILE", "1"},
+       {"XQAJIT_LIBNVRTC", (dir / "hidden" / "libnvrtc.so.13").string()},
+       {"XQAJIT_CACHE_DIR", (dir / "empty-cache").string()}});
+  INFO(result.describe() << "\nstdout:\n" << result.out);
+  CHECK(result.exit_code == 0);
+  CHECK(result.out.find("All tests passed") != std::string::npos);
+}
+
+// Run only by the test above, in a child process (hidden tag).
+TEST_CASE("bundle child: serve from the bundle and launch", "[.bundle_child]") {
+  Engine engine;  // XQAJIT_BUNDLES, XQAJIT_NO_COMPILE, XQAJIT_LIBNVRTC from the parent
+  REQUIRE(engine.options().no_compile);
+  CHECK_FALSE(engine.compiler().available());
+  DecodeProblem pr(bf16_fp8_case(), rng(), device());
+  launch_and_check(engine, pr);
+  CHECK(engine.stats().bundle_hits == 1);
+  CHECK(engine.stats().compiles == 0);
+  CHECK_FALSE(nvrtc_is_mapped());
+  // A spec that is in no bundle fails with a message that says how to add it.
+  DecodeCase other = bf16_fp8_case();
+  other.group = 2;
+  DecodeProblem missing(other, rng(), device());
+  CudaStream stream;
+  CHECK_THROWS_WITH(decode(engine, missing.dev, stream.get()), Catch::Contains("bundle pack"));
+}
+
+TEST_CASE("a kernel not loaded yet is refused while the stream captures a graph", "[gpu][capture]") {
+  xqajit::test::TempDir dir("xqajit-gpu-capture");
+  Options options;
+  options.cache_dir = dir / "cache";
+  Engine engine(options);
+  DecodeCase c;
+  c.group = 2;
+  DecodeProblem pr(c, rng(), device());
+  CudaStream stream;
+  cudaGraph_t graph = nullptr;
+  XQAJIT_CUDART_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+  bool refused = false;
+  try {
+    decode(engine, pr.dev, stream.get());
+  } catch (const NotAvailableError& e) {
+    refused = std::string(e.what()).find("capturing") != std::string::npos;
+  }
+  XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream.get(), &graph));
+  if (graph) cudaGraphDestroy(graph);
+  CHECK(refused);
+  CHECK(engine.stats().compiles == 0);  // nothing was compiled during capture
+  // Once warm, the same launch works (and is what a capture would record).
+  launch_and_check(engine, pr);
+}
