@@ -14,6 +14,7 @@
 #include "common/fp8.cuh"
 #include "common/memory.cuh"
 #include "common/mma.cuh"
+#include "common/output.cuh"
 #include "common/types.cuh"
 #include "xqajit/decode_args.h"
 
@@ -69,8 +70,7 @@ constexpr int kDimTiles = kHeadDim / 8;       // n-tiles of the output block
 constexpr int kRowBytes16 = kHeadDim * 2;     // a 16-bit K/V/Q row in shared memory
 constexpr int kCacheRowBytes = kHeadDim * kCacheBytes;
 constexpr bool kQInRegisters = kHeadDim <= 128;  // D=256 reloads Q to stay off local memory
-// An fp8 cache runs both products in fp16 (the e4m3 -> fp16 bit trick; P in [0, 1]
-// loses nothing in fp16). A bf16 Q is pre-scaled into fp16 for that.
+// fp8 caches run both products in fp16 (exact for e4m3; a bf16 Q is pre-scaled).
 constexpr bool kMmaFp16 = kFp16 || kFp8Cache;
 constexpr int kCacheChunks = kCacheRowBytes / 16;  // 16-byte chunks of one cached row
 
@@ -94,31 +94,9 @@ __device__ __forceinline__ int acc_col(int i, int e, int quad_col) {
   return kFp8Cache ? fp8_acc_col(i, e, quad_col) : i * 8 + 2 * quad_col + (e & 1);
 }
 
-// Writes one 4-wide output vector of row `row` (a CTA-relative row already
-// mapped to its token and head by the caller).
 __device__ __forceinline__ void store_out(const XqajitDecodeArgs& args, int b, int h, int row, int d,
-                                          const float (&o)[4], float row_max, float row_sum,
-                                          float out_scale) {
-  const int t = row / kGroup;
-  const int hq = h * kGroup + row % kGroup;
-  float scale = 0.f;  // no visible key (seq_len 0): zeros, never 0/0
-  if (row_max != -__int_as_float(0x7f800000)) {
-    float denom = row_sum;
-    if (args.sinks != nullptr) denom += exp2f(args.sinks[hq] * kLog2e - row_max);
-    scale = out_scale / denom;
-  }
-  const long long off = (long long)b * args.o_stride_batch + (long long)t * args.o_stride_token +
-                        (long long)hq * args.o_stride_head + d;
-  if constexpr (kFp8Out) {
-    const u32 lo = f32x2_to_e4m3x2(o[0] * scale, o[1] * scale);
-    const u32 hi = f32x2_to_e4m3x2(o[2] * scale, o[3] * scale);
-    *reinterpret_cast<u32*>(static_cast<unsigned char*>(args.out) + off) = lo | (hi << 16);
-  } else {
-    U32x2 v;
-    v.x = pack_f32x2<kFp16>(o[0] * scale, o[1] * scale);
-    v.y = pack_f32x2<kFp16>(o[2] * scale, o[3] * scale);
-    *reinterpret_cast<U32x2*>(static_cast<u16*>(args.out) + off) = v;
-  }
+                                          const float (&o)[4], float row_max, float row_sum, float out_scale) {
+  store_output_vec<kGroup, kFp8Out, kFp16>(args, b, h, row, d, o, row_max, row_sum, out_scale);
 }
 
 }  // namespace gqa
@@ -169,34 +147,22 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   const float q_softmax = q_scale * rsqrtf((float)kHeadDim) * kLog2e;
   const bool prescale_q = kFp8Cache && !kFp16;
   const float q_prescale = q_softmax;
-  const float fp8_rescale = kFp8Cache ? kE4m3ToF16Rescale : 1.f;
-  const float qk_scale_log2 = (prescale_q ? 1.f : q_softmax) * kv_scale * fp8_rescale;
-  const float out_scale = kv_scale * rcp_out * fp8_rescale;
+  const float qk_scale_log2 = (prescale_q ? 1.f : q_softmax) * kv_scale;
+  const float out_scale = kv_scale * rcp_out;
 
   // ---- K/V tile loads: one 16-byte cp.async per chunk, zero-filled past the end
   const unsigned char* const k_base = static_cast<const unsigned char*>(args.k_cache);
   const unsigned char* const v_base = static_cast<const unsigned char*>(args.v_cache);
   const int* const table_row = args.block_table + (long long)b * args.block_table_stride;
+  const long long k_head = (long long)h * args.k_stride_head, v_head = (long long)h * args.v_stride_head;
+  const long long k_tok_bytes = args.k_stride_token * kCacheBytes, v_tok_bytes = args.v_stride_token * kCacheBytes;
   auto load_tile = [&](int tile, int stage) {
     constexpr int kChunks = kCacheRowBytes / 16;
     const int tile_start = split_begin + tile * kTile;
     const u32 k_dst = smem_addr(kv_region + stage * kGeo.stage_bytes);
     const u32 v_dst = k_dst + kTile * kCacheRowBytes;
-#pragma unroll 4
-    for (int i = tid; i < kTile * kChunks; i += kThreads) {
-      const int tok = i / kChunks, chunk = i % kChunks;
-      const int pos = tile_start + tok;
-      const bool valid = pos < split_end;
-      const unsigned char* k_src = k_base;
-      const unsigned char* v_src = v_base;
-      if (valid) {
-        const long long page = table_row[pos / kPageSize];
-        const long long in_page = pos % kPageSize;
-        k_src += (page * args.k_stride_page + in_page * args.k_stride_token +
-                  (long long)h * args.k_stride_head) * kCacheBytes + chunk * 16;
-        v_src += (page * args.v_stride_page + in_page * args.v_stride_token +
-                  (long long)h * args.v_stride_head) * kCacheBytes + chunk * 16;
-      }
+    auto issue = [&](int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src, bool valid) {
+      if (!valid) k_src = k_base, v_src = v_base;  // zero-fill, read nothing
       if constexpr (kFp8Cache) {
         cp_async_16(k_dst + (u32)(tok * kCacheRowBytes + ((chunk ^ fp8_k_swizzle(tok)) << 4)), k_src, valid);
         cp_async_16(v_dst + (u32)(tok * kCacheRowBytes + ((chunk ^ fp8_v_swizzle(tok)) << 4)), v_src, valid);
@@ -205,12 +171,40 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
         cp_async_16(k_dst + off, k_src, valid);
         cp_async_16(v_dst + off, v_src, valid);
       }
+    };
+    // Pages are looked up for every slot, clamped into the table row, so that the
+    // table load never waits for seq_len (run 4: +8 % bandwidth at large batch).
+    if constexpr (kPageSize >= kTile) {
+      // Tiles start on multiples of kTile, so a tile never crosses a page: one
+      // lookup per tile, then every slot is a fixed stride from the tile's first row.
+      const long long page = table_row[(tile_start < max_len ? tile_start : max_len - 1) / kPageSize];
+      const long long row0 = tile_start % kPageSize;
+      const unsigned char* const k_row0 = k_base + (page * args.k_stride_page + row0 * args.k_stride_token + k_head) * kCacheBytes;
+      const unsigned char* const v_row0 = v_base + (page * args.v_stride_page + row0 * args.v_stride_token + v_head) * kCacheBytes;
+#pragma unroll 4
+      for (int i = tid; i < kTile * kChunks; i += kThreads) {
+        const int tok = i / kChunks, chunk = i % kChunks;
+        issue(tok, chunk, k_row0 + tok * k_tok_bytes + chunk * 16, v_row0 + tok * v_tok_bytes + chunk * 16,
+              tile_start + tok < split_end);
+      }
+    } else {
+#pragma unroll 4
+      for (int i = tid; i < kTile * kChunks; i += kThreads) {
+        const int tok = i / kChunks, chunk = i % kChunks;
+        const int pos = tile_start + tok;
+        const long long page = table_row[(pos < max_len ? pos : max_len - 1) / kPageSize];
+        const long long in_page = pos % kPageSize;
+        issue(tok, chunk,
+              k_base + (page * args.k_stride_page + in_page * args.k_stride_token + k_head) * kCacheBytes + chunk * 16,
+              v_base + (page * args.v_stride_page + in_page * args.v_stride_token + v_head) * kCacheBytes + chunk * 16,
+              pos < split_end);
+      }
     }
   };
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < num_tiles) load_tile(s, s);
+    load_tile(s, s);  // unconditional: tiles past the split are zero-filled, read nothing
     cp_async_commit();
   }
 
@@ -321,8 +315,11 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
               k_tile + tok * kCacheRowBytes + (((4 * kq + quad_col) ^ fp8_k_swizzle(tok)) << 4));
           const u32 w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-          for (int st = 0; st < 4; ++st)
-            mma_16816<true>(s[n], qa[st], e4m3_lo_pair(w[st]), e4m3_hi_pair(w[st]));
+          for (int st = 0; st < 4; ++st) {
+            u32 b0, b1;
+            e4m3x4_to_f16x2x2(w[st], b0, b1);
+            mma_16816<true>(s[n], qa[st], b0, b1);
+          }
         }
       }
     } else {
@@ -381,23 +378,26 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
       tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 1));
       tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 2));
       base[half] = tile_max[half] == -kInf ? 0.f : tile_max[half];  // all masked so far: no -inf - -inf
-      corr[half] = exp2f(row_max[half] - base[half]);
+      corr[half] = fast_exp2(row_max[half] - base[half]);
       row_max[half] = tile_max[half];
     }
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2f(s[n][e] - base[e >> 1]);
+        s[n][e] = fast_exp2(s[n][e] - base[e >> 1]);
         tile_sum[e >> 1] += s[n][e];
       }
     }
     row_sum[0] = row_sum[0] * corr[0] + tile_sum[0];
     row_sum[1] = row_sum[1] * corr[1] + tile_sum[1];
+    // Once the running max settles corr is exactly 1: skip the rescale (warp-uniform).
+    if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
-    for (int i = 0; i < kDimTiles; ++i) {
-      acc[i][0] *= corr[0]; acc[i][1] *= corr[0];
-      acc[i][2] *= corr[1]; acc[i][3] *= corr[1];
+      for (int i = 0; i < kDimTiles; ++i) {
+        acc[i][0] *= corr[0]; acc[i][1] *= corr[0];
+        acc[i][2] *= corr[1]; acc[i][3] *= corr[1];
+      }
     }
 
     // O += P V: the score accumulators are already the A fragments of P.
@@ -421,10 +421,13 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
           u32 w[4];
 #pragma unroll
           for (int i = 0; i < 4; ++i) w[i] = *reinterpret_cast<const u32*>(v_rows + i * kCacheRowBytes + off);
-          mma_16816<true>(acc[4 * m + 0], pa, e4m3_column_pair<0>(w[0], w[1]), e4m3_column_pair<0>(w[2], w[3]));
-          mma_16816<true>(acc[4 * m + 1], pa, e4m3_column_pair<1>(w[0], w[1]), e4m3_column_pair<1>(w[2], w[3]));
-          mma_16816<true>(acc[4 * m + 2], pa, e4m3_column_pair<2>(w[0], w[1]), e4m3_column_pair<2>(w[2], w[3]));
-          mma_16816<true>(acc[4 * m + 3], pa, e4m3_column_pair<3>(w[0], w[1]), e4m3_column_pair<3>(w[2], w[3]));
+          u32 b0[4], b1[4];  // n-tile 4 m + j: keys (0,1) -> b0[j], keys (2,3) -> b1[j]
+          e4m3_columns_to_f16x2x2<0>(w[0], w[1], b0[0], b0[1]);
+          e4m3_columns_to_f16x2x2<2>(w[0], w[1], b0[2], b0[3]);
+          e4m3_columns_to_f16x2x2<0>(w[2], w[3], b1[0], b1[1]);
+          e4m3_columns_to_f16x2x2<2>(w[2], w[3], b1[2], b1[3]);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) mma_16816<true>(acc[4 * m + j], pa, b0[j], b1[j]);
         }
       } else {
         const int tok = warp_tok0 + kb * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);

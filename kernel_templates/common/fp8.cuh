@@ -2,17 +2,15 @@
 // e4m3 -> fp16 dequantisation in registers, for mma fragments built straight
 // from raw fp8 bytes in shared memory (no second shared-memory pass).
 //
-// The bit trick: an e4m3 code s.eeee.mmm moved to fp16 bits s.0eeee.mmm0000000
-// is exactly the e4m3 value times 2^-8, subnormals included (both formats'
-// subnormal steps keep the same 2^-8 ratio). The caller folds 2^8 into a
-// float scale applied after the fp32 accumulation. NaN codes become finite,
-// but NaN never reaches a tile: masked keys are zero-filled by cp.async.
+// cvt.rn.f16x2.e4m3x2 is exact (every e4m3 value, subnormals included, is an
+// fp16 value) and took fewer issue slots than the 3-op bit trick
+// ((sign-extended byte << 7) & 0xBF80, x 2^-8) in run 4 of docs/PERF.md
+// (fp8 64x4096: 180.6 -> 170.8 us at t64). NaN never reaches a tile: masked
+// keys are zero-filled by cp.async.
 
 #include "common/types.cuh"
 
 namespace xqajit {
-
-constexpr float kE4m3ToF16Rescale = 256.f;  // undo the trick's 2^-8
 
 __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
   u32 r;
@@ -20,20 +18,20 @@ __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
   return r;
 }
 
-// `t` holds two sign-extended bytes (int16 lanes, prmt's sign-replicate
-// selectors); returns the two codes as an fp16 pair scaled by 2^-8.
-__device__ __forceinline__ u32 sext_e4m3x2_to_f16x2(u32 t) { return (t << 7) & 0xBF80BF80u; }
+// Bytes (0,1) -> lo and (2,3) -> hi, as fp16 pairs (the lower byte in the low half).
+__device__ __forceinline__ void e4m3x4_to_f16x2x2(u32 w, u32& lo, u32& hi) {
+  asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\t"
+      "cvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+}
 
-// Bytes 0,1 (lo) or 2,3 (hi) of one word -> fp16 pair (byte 0 / 2 in the low half).
-__device__ __forceinline__ u32 e4m3_lo_pair(u32 w) { return sext_e4m3x2_to_f16x2(prmt(w, 0u, 0x9180u)); }
-__device__ __forceinline__ u32 e4m3_hi_pair(u32 w) { return sext_e4m3x2_to_f16x2(prmt(w, 0u, 0xB3A2u)); }
-
-// Byte j of `a` (low half) and byte j of `b` (high half) -> fp16 pair: the
-// 2x2 byte transpose that turns token rows into the k-pairs of a B fragment.
+// Bytes j and j+1 of two key rows a, b -> fp16 pairs (a.j, b.j) and (a.j+1, b.j+1):
+// the byte transpose that turns key rows into the k-pairs of V's B fragments.
 template <int j>
-__device__ __forceinline__ u32 e4m3_column_pair(u32 a, u32 b) {
-  constexpr u32 sel = (u32)j | ((8u + j) << 4) | ((4u + j) << 8) | ((12u + j) << 12);
-  return sext_e4m3x2_to_f16x2(prmt(a, b, sel));
+__device__ __forceinline__ void e4m3_columns_to_f16x2x2(u32 a, u32 b, u32& col_j, u32& col_j1) {
+  constexpr u32 sel = (u32)j | ((4u + j) << 4) | ((j + 1u) << 8) | ((5u + j) << 12);
+  e4m3x4_to_f16x2x2(prmt(a, b, sel), col_j, col_j1);
 }
 
 // Raw fp8 tiles ([key][head_dim] bytes, kChunks 16-byte chunks a row) swizzle

@@ -10,6 +10,14 @@ typedef unsigned int u32;
 
 constexpr float kLog2e = 1.4426950408889634f;
 
+// 2^x on the special-function unit, subnormal results flushed to 0 (exp2f adds
+// range fix-ups around the same instruction). 2^-inf = +0, so masked keys vanish.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Two fp32 -> packed 16-bit pair (lo in the low half), round to nearest.
 template <bool kFp16>
 __device__ __forceinline__ u32 pack_f32x2(float lo, float hi) {

@@ -3,6 +3,12 @@
 # shapes, in that order; logs under $OUT, a short table last.
 #   BIN=<dir with gpu_test_decode, bench_decode, libxqajit.so*, libfmt, libspdlog>
 #   tools/bench/run_decode_gpu.sh
+# Building .gk on the dev host (templates are embedded in libxqajit at build time):
+#   cmake --build build-kernel -j2 --target gpu_test_decode bench_decode
+#   cp build-kernel/tests/gpu_test_decode build-kernel/tools/bench/bench_decode .gk/
+#   cp -L build-kernel/libxqajit.so.0 .gk/libxqajit.so.0; strip .gk/*_decode .gk/libxqajit.so.0.*
+# and carry [".gk", ".peers"]. Kernel-only variants: tools/bench/run_decode_variants.sh.
+# NO_PEERS=1 skips the peers.
 set -u
 BIN=${BIN:-.gk}
 OUT=${OUT:-/tmp/out}

@@ -1,0 +1,39 @@
+#pragma once
+// The decode kernel's final store: one 4-wide vector of one output row,
+// normalised (softmax denominator, attention sink) and scaled.
+
+#include "common/memory.cuh"
+#include "common/types.cuh"
+#include "xqajit/decode_args.h"
+
+namespace xqajit {
+
+// `row` is a CTA-relative (query token, head) row: token row / kGroup, Q head
+// h * kGroup + row % kGroup.
+template <int kGroup, bool kFp8Out, bool kFp16>
+__device__ __forceinline__ void store_output_vec(const XqajitDecodeArgs& args, int b, int h, int row, int d,
+                                                 const float (&o)[4], float row_max, float row_sum,
+                                                 float out_scale) {
+  const int t = row / kGroup;
+  const int hq = h * kGroup + row % kGroup;
+  float scale = 0.f;  // no visible key (seq_len 0): zeros, never 0/0
+  if (row_max != -__int_as_float(0x7f800000)) {
+    float denom = row_sum;
+    if (args.sinks != nullptr) denom += exp2f(args.sinks[hq] * kLog2e - row_max);
+    scale = out_scale / denom;
+  }
+  const long long off = (long long)b * args.o_stride_batch + (long long)t * args.o_stride_token +
+                        (long long)hq * args.o_stride_head + d;
+  if constexpr (kFp8Out) {
+    const u32 lo = f32x2_to_e4m3x2(o[0] * scale, o[1] * scale);
+    const u32 hi = f32x2_to_e4m3x2(o[2] * scale, o[3] * scale);
+    *reinterpret_cast<u32*>(static_cast<unsigned char*>(args.out) + off) = lo | (hi << 16);
+  } else {
+    U32x2 v;
+    v.x = pack_f32x2<kFp16>(o[0] * scale, o[1] * scale);
+    v.y = pack_f32x2<kFp16>(o[2] * scale, o[3] * scale);
+    *reinterpret_cast<U32x2*>(static_cast<u16*>(args.out) + off) = v;
+  }
+}
+
+}  // namespace xqajit
