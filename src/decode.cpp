@@ -159,12 +159,7 @@ KernelSpec decode_spec(const DecodeParams& p, const Arch& arch) {
   s.q_len = p.q_len;
   s.sliding_window = p.sliding_window > 0;
   s.arch = arch;
-  s.kv_tile = p.kv_tile;
-  // An fp8 cache halves the bytes per key, so its 64-key tile (16 KB) is too short
-  // to hide the per-tile work: 128-key tiles measured 3-7 % faster (runs 4-6 of
-  // docs/PERF.md). Only for one row tile and D <= 128, where 2+ stages still fit
-  // every arch's shared memory without crowding the registers.
-  if (s.kv_tile == 0 && p.kv == DType::fp8 && p.head_dim <= 128 && s.group * p.q_len <= 16) s.kv_tile = 128;
+  s.kv_tile = p.kv_tile;  // 0: the spec's default (default_kv_tile in spec.cpp)
   return s;
 }
 

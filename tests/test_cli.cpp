@@ -62,7 +62,7 @@ std::string name_of(const ScratchDir& dir, const std::vector<std::string>& field
 }
 
 const std::vector<std::string> kSpec = {"input=bf16", "kv=fp8", "group=8", "page_size=64", "arch=sm_90a"};
-const char* const kSpecName = "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_sm90a";
+const char* const kSpecName = "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t128_sm90a";
 
 }  // namespace
 
