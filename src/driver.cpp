@@ -17,6 +17,7 @@ struct Driver::Impl {
   const CudaApi& api;
   std::mutex mu;
   std::vector<CUcontext> primary;  // retained on first use, per device; kept for the process
+  std::vector<std::unique_ptr<DeviceInfo>> infos;  // read on first use, per device
 
   explicit Impl(const CudaApi& a) : api(a) {}
 
@@ -104,9 +105,12 @@ std::string Driver::version() {
   return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
 }
 
-DeviceInfo Driver::device(int ordinal) {
+const DeviceInfo& Driver::device(int ordinal) {
   const CudaApi& api = impl_->api;
-  impl_->context(ordinal);  // validates the ordinal
+  impl_->context(ordinal);  // validates the ordinal (and sizes the tables)
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->infos.empty()) impl_->infos.resize(impl_->primary.size());
+  if (impl_->infos[ordinal]) return *impl_->infos[ordinal];
   CUdevice dev;
   XQAJIT_CU_CHECK(api, cuDeviceGet(&dev, ordinal));
   DeviceInfo info;
@@ -127,7 +131,8 @@ DeviceInfo Driver::device(int ordinal) {
   size_t total = 0;
   XQAJIT_CU_CHECK(api, cuDeviceTotalMem(&total, dev));
   info.total_memory = total;
-  return info;
+  impl_->infos[ordinal] = std::make_unique<DeviceInfo>(std::move(info));
+  return *impl_->infos[ordinal];
 }
 
 int Driver::stream_device(Stream stream) {
@@ -155,7 +160,7 @@ std::shared_ptr<LoadedKernel> Driver::load(const KernelSpec& spec, const std::st
                                            const std::vector<char>& cubin, const std::string& symbol,
                                            int device) {
   const CudaApi& api = impl_->api;
-  const DeviceInfo info = this->device(device);
+  const DeviceInfo& info = this->device(device);
   if (!arch_runs_on(spec.arch, info.cc_major, info.cc_minor))
     throw ArgumentError(fmt::format(
         "kernel {} is built for {} and cannot run on device {} ({}, sm_{}{}); ask for arch={}",

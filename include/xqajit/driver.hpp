@@ -62,7 +62,9 @@ class Driver {
   static bool available(const std::string& libcuda_path = {});
 
   int device_count();
-  DeviceInfo device(int ordinal);
+  /// The device's properties, read once and cached (they never change), so the
+  /// launch path can consult them without driver calls or allocation.
+  const DeviceInfo& device(int ordinal);
   /// "13.0"-style driver CUDA version.
   std::string version();
   /// The device whose context owns `stream` (the current one for the null stream).
