@@ -15,6 +15,7 @@
 #include "common/memory.cuh"
 #include "common/mma.cuh"
 #include "common/output.cuh"
+#include "common/pdl.cuh"
 #include "common/types.cuh"
 #include "xqajit/decode_args.h"
 
@@ -120,6 +121,12 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
 
   unsigned char* const kv_region = smem;
   unsigned char* const q_smem = smem + kGeo.union_bytes;
+
+  // ---- programmatic dependent launch: nothing above reads global memory -------
+  // (an upstream kernel may still be writing q, the caches, the table, seq_lens,
+  // scales or this workspace); from here on every read sees its writes.
+  pdl_wait();
+  pdl_launch_dependents();
 
   // ---- which keys this CTA reads --------------------------------------------
   int seq_len = args.seq_lens[b];

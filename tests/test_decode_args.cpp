@@ -153,6 +153,12 @@ TEST_CASE("decode_spec and decode_plan derive the kernel and the split", "[decod
   CHECK(plan.grid[0] == static_cast<unsigned>(plan.num_splits));
   CHECK(plan.grid[1] == 8u);
   CHECK(plan.grid[2] == 1u);
+  // Splits this short (4 tiles at two CTAs per SM) go one CTA per SM instead ...
+  CHECK(plan.num_splits == h100().sm_count / 8);
+  // ... while a long sequence fills every resident slot (two CTAs per SM).
+  p.max_pages_per_seq = 1024;  // 65536 keys
+  CHECK(decode_plan(p, h100()).num_splits > h100().sm_count / 8);
+  p.max_pages_per_seq = 128;
 
   // A big batch fills the GPU without splitting: no workspace.
   p.batch = 256;

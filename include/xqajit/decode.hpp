@@ -75,6 +75,13 @@ struct DecodeParams {
   int kv_tile = 0;               ///< KV tokens per pipeline step; 0 = the spec default
   void* workspace = nullptr;     ///< zeroed ONCE at allocation; never re-zeroed between launches
   std::size_t workspace_bytes = 0;
+
+  // --- launch ---
+  /// Programmatic dependent launch on sm_90+: this launch's CTAs may become
+  /// resident while the previous kernel in the stream drains; the kernel waits
+  /// (griddepcontrol.wait) before its first global read, so it sees every
+  /// upstream write. false: a plain stream-ordered launch.
+  bool programmatic_dependent_launch = true;
 };
 
 /// Throws ArgumentError naming the first invalid field. Needs no GPU.

@@ -316,6 +316,43 @@ TEST_CASE("a captured CUDA graph replays with new lengths and device-side scales
   cudaGraphDestroy(graph);
 }
 
+// Programmatic dependent launch: the second decode's q is the first one's output
+// and both share one workspace, launched back to back with nothing in between.
+// A read of q (or a write of the workspace) before the kernel's griddepcontrol.wait
+// would see NaN poison or clobber the first launch's partials.
+TEST_CASE("chained decodes see their upstream kernel's writes (PDL on and off)", "[gpu][decode]") {
+  for (const bool pdl : {true, false}) {
+    DecodeCase c;
+    c.num_splits = 8;
+    c.seq_lens = {7000, 0, 2047};
+    DecodeProblem first(c, rng(), device());
+    c.seq_lens = {3000, 513, 1};
+    DecodeProblem second(c, rng(), device());
+    REQUIRE(second.d_q.bytes() == first.d_out.bytes() - 16);  // same layout, same dtype
+    first.dev.programmatic_dependent_launch = pdl;
+    second.dev.programmatic_dependent_launch = pdl;
+    second.dev.q = first.dev.out;
+    second.dev.workspace = first.dev.workspace;
+    REQUIRE(second.dev.workspace_bytes == first.dev.workspace_bytes);
+    CudaStream stream;
+    decode(engine(), first.dev, stream.get());  // loads the kernel
+    XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
+    for (int round = 0; round < 3; ++round) {
+      first.d_out.fill(0xff);
+      second.d_out.fill(0xff);
+      XQAJIT_CUDART_CHECK(cudaDeviceSynchronize());  // the poison lands before the chain starts
+      decode(engine(), first.dev, stream.get());
+      decode(engine(), second.dev, stream.get());
+      XQAJIT_CUDART_CHECK(cudaGetLastError());
+      XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
+      INFO("pdl=" << pdl << " round " << round);
+      run_and_check(first, stream.get(), /*launch=*/false);
+      first.d_out.download(second.q.data(), second.q.size());  // the q the second launch read
+      run_and_check(second, stream.get(), /*launch=*/false);
+    }
+  }
+}
+
 TEST_CASE("decode rejects a missing or short workspace before launching", "[gpu][decode]") {
   DecodeCase c;
   c.num_splits = 3;

@@ -8,7 +8,8 @@
 #   cp build-kernel/tests/gpu_test_decode build-kernel/tools/bench/bench_decode .gk/
 #   cp -L build-kernel/libxqajit.so.0 .gk/libxqajit.so.0; strip .gk/*_decode .gk/libxqajit.so.0.*
 # and carry [".gk", ".peers"]. Kernel-only variants: tools/bench/run_decode_variants.sh.
-# NO_PEERS=1 skips the peers.
+# NO_PEERS=1 skips the peers. `bench_decode --sweep` times split counts and tiles at the
+# shapes that miss a target (PERF.md run 8).
 set -u
 BIN=${BIN:-.gk}
 OUT=${OUT:-/tmp/out}
