@@ -60,10 +60,11 @@ Kind parse_kind(const std::string& text) {
 // here, not in the launcher, so a prewarmed spec is the one decode() launches.
 int default_kv_tile(const KernelSpec& s) {
   if (s.kind == Kind::mla) return 64;
-  // An fp8 cache halves the bytes per key, so a 64-key tile is too short to hide
-  // the per-tile work: 128-key tiles measured 3-7 % faster. Only for one row tile
-  // and D <= 128, where 2+ stages still fit every arch's shared memory.
-  if (s.kv == DType::fp8 && s.head_dim <= 128 && s.group * s.q_len <= 16) return 128;
+  // An fp8 cache halves the bytes per key, so a short tile cannot hide the
+  // per-tile work: for one row tile, 128 keys at D <= 128 measured 3-7 % faster
+  // than 64, and 64 keys at D = 256 17 % faster than 32 (docs/PERF.md, run 8);
+  // 2+ stages of either still fit every arch's shared memory.
+  if (s.kv == DType::fp8 && s.group * s.q_len <= 16) return s.head_dim <= 128 ? 128 : 64;
   return s.head_dim >= 256 ? 32 : 64;
 }
 

@@ -51,6 +51,16 @@ DeviceInfo h100() {
   return d;
 }
 
+DeviceInfo rtx_sm120() {
+  DeviceInfo d;
+  d.name = "fake sm_120";
+  d.cc_major = 12;
+  d.cc_minor = 0;
+  d.sm_count = 84;
+  d.max_smem_per_block_optin = 101376;
+  return d;
+}
+
 void expect_rejected(const std::function<void(DecodeParams&)>& mutate, const std::string& field) {
   DecodeParams p = valid_params();
   mutate(p);
@@ -126,14 +136,16 @@ TEST_CASE("decode_spec and decode_plan derive the kernel and the split", "[decod
   p.sliding_window = 64;
   CHECK(decode_spec(p, Arch::parse("sm_90a")).sliding_window);
   p.sliding_window = 0;
-  // fp8 caches default to 128-key tiles while one row tile and D <= 128 (else the spec default).
+  // fp8 caches with one row tile default to 128-key tiles at D <= 128 and 64 at D = 256.
   p.kv = DType::fp8;
   CHECK(normalized(decode_spec(p, Arch::parse("sm_90a"))).kv_tile == 128);
   p.num_q_heads = 32 * 8;  // group 32: two row tiles
   CHECK(normalized(decode_spec(p, Arch::parse("sm_90a"))).kv_tile == 64);
   p.num_q_heads = 32;
   p.head_dim = 256;
-  CHECK(normalized(decode_spec(p, Arch::parse("sm_90a"))).kv_tile == 32);
+  CHECK(normalized(decode_spec(p, Arch::parse("sm_90a"))).kv_tile == 64);
+  CHECK(normalized(decode_spec(p, Arch::parse("sm_120a"))).kv_tile == 64);
+  CHECK(decode_plan(p, rtx_sm120()).smem_bytes > 0);  // fits sm_120's 99 KB
   p.head_dim = 128;
   p.kv_tile = 64;  // an explicit tile wins
   CHECK(decode_spec(p, Arch::parse("sm_90a")).kv_tile == 64);

@@ -43,12 +43,12 @@ TEST_CASE("golden canonical names", "[spec]") {
   CHECK(canonical_name(gqa({{"input", "bf16"}, {"kv", "fp8"}, {"output", "fp8"}, {"head_dim", "256"},
                             {"page_size", "16"}, {"q_len", "4"}, {"sliding_window", "1"},
                             {"arch", "sm_120a"}})) ==
-        "gqa_bf16_kvfp8_ofp8_d256_p16_g1_q4_sw1_t32_sm120a");
+        "gqa_bf16_kvfp8_ofp8_d256_p16_g1_q4_sw1_t64_sm120a");
   // The fp8-cache tile default: 128 keys for one row tile at D <= 128, else as 16-bit.
   CHECK(canonical_name(gqa({{"kv", "fp8"}, {"group", "16"}})) == "gqa_fp16_kvfp8_ofp16_d128_p64_g16_q1_sw0_t128_sm90a");
   CHECK(canonical_name(gqa({{"kv", "fp8"}, {"group", "32"}})) == "gqa_fp16_kvfp8_ofp16_d128_p64_g32_q1_sw0_t64_sm90a");
   CHECK(canonical_name(gqa({{"kv", "fp8"}, {"group", "8"}, {"q_len", "3"}})) == "gqa_fp16_kvfp8_ofp16_d128_p64_g8_q3_sw0_t64_sm90a");
-  CHECK(canonical_name(gqa({{"kv", "fp8"}, {"head_dim", "256"}})) == "gqa_fp16_kvfp8_ofp16_d256_p64_g1_q1_sw0_t32_sm90a");
+  CHECK(canonical_name(gqa({{"kv", "fp8"}, {"head_dim", "256"}})) == "gqa_fp16_kvfp8_ofp16_d256_p64_g1_q1_sw0_t64_sm90a");
   CHECK(canonical_name(spec_from_fields({{"kind", "mla"}, {"group", "128"}, {"arch", "sm_90"}})) ==
         "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t64_sm90");
   CHECK(canonical_name(spec_from_fields({{"kind", "mla"}, {"input", "fp8"}, {"group", "16"}, {"arch", "sm_120a"}})) ==
