@@ -12,8 +12,8 @@
 #include <iterator>
 #include <random>
 
-#include <sys/wait.h>
 
+#include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "xqajit/bundle.hpp"
 #include "xqajit/detail/sha256.hpp"
@@ -300,26 +300,11 @@ TEST_CASE("golden file pins the format", "[bundle][golden]") {
 
 namespace {
 
-struct CliResult {
-  int rc = -1;
-  std::string out, err;
-};
 
-/// Runs `env ENV... xqajit ARGS` and captures stdout and stderr.
-CliResult run_cli(const TempDir& dir, const std::string& env, const std::string& args) {
-  const fs::path err_file = dir.path() / "stderr.txt";
-  const std::string command = "env " + env + " XQAJIT_LOG_LEVEL=warn '" + std::string(XQAJIT_CLI_PATH) +
-                              "' " + args + " 2>'" + err_file.string() + "'";
-  CliResult r;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe);
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = read_file(err_file);
-  UNSCOPED_INFO("$ " << command << "\nrc=" << r.rc << "\nstdout: " << r.out << "\nstderr: " << r.err);
-  return r;
+using CliResult = xqajit::test::ProcessResult;
+
+CliResult run_cli(const TempDir&, const std::string& env, const std::string& args) {
+  return xqajit::test::run_cli_line(env + " XQAJIT_LOG_LEVEL=warn", args);
 }
 
 }  // namespace
@@ -331,12 +316,12 @@ TEST_CASE("CLI: pack -> list -> verify -> unpack, and the engine serving from a 
   const std::string one = (dir.path() / "one.xqab").string(), all = (dir.path() / "all.xqab").string();
 
   // Packing a named spec compiles it into cache A first.
-  REQUIRE(run_cli(dir, "", "--cache-dir " + cache_a + " bundle pack --out " + one + " " + name).rc == 0);
+  REQUIRE(run_cli(dir, "", "--cache-dir " + cache_a + " bundle pack --out " + one + " " + name).exit_code == 0);
   // Packing "everything of this toolchain" finds it there.
-  REQUIRE(run_cli(dir, "", "--cache-dir " + cache_a + " bundle pack --out " + all).rc == 0);
+  REQUIRE(run_cli(dir, "", "--cache-dir " + cache_a + " bundle pack --out " + all).exit_code == 0);
 
   const CliResult list = run_cli(dir, "", "bundle list --json " + all);
-  REQUIRE(list.rc == 0);
+  REQUIRE(list.exit_code == 0);
   const auto doc = nlohmann::json::parse(list.out);
   REQUIRE(doc.at("entries").size() == 1);
   const auto& entry = doc["entries"][0];
@@ -346,10 +331,10 @@ TEST_CASE("CLI: pack -> list -> verify -> unpack, and the engine serving from a 
   CHECK(run_cli(dir, "", "bundle list " + one).out.find(name) != std::string::npos);
   CHECK(read_file(one) == read_file(all));  // same entries, same bytes: the writer is deterministic
 
-  CHECK(run_cli(dir, "", "bundle verify " + all).rc == 0);
+  CHECK(run_cli(dir, "", "bundle verify " + all).exit_code == 0);
 
   // Unpack into a fresh cache B, under the entry's own fingerprint.
-  REQUIRE(run_cli(dir, "", "--cache-dir " + cache_b + " bundle unpack " + all).rc == 0);
+  REQUIRE(run_cli(dir, "", "--cache-dir " + cache_b + " bundle unpack " + all).exit_code == 0);
   const fs::path cubin =
       fs::path(cache_b) / entry.at("fingerprint").get<std::string>() / name / "kernel.cubin";
   REQUIRE(fs::exists(cubin));
@@ -359,14 +344,14 @@ TEST_CASE("CLI: pack -> list -> verify -> unpack, and the engine serving from a 
   // With NVRTC hidden and compiling forbidden, kernels come from cache B ...
   const std::string no_nvrtc = "XQAJIT_LIBNVRTC=/nonexistent/libnvrtc.so XQAJIT_NO_COMPILE=1";
   const CliResult from_disk = run_cli(dir, no_nvrtc, "--cache-dir " + cache_b + " compile --json " + name);
-  REQUIRE(from_disk.rc == 0);
+  REQUIRE(from_disk.exit_code == 0);
   CHECK(nlohmann::json::parse(from_disk.out).at("status") == "disk");
 
   // ... or from a bundle, into an empty cache.
   const std::string empty_cache = "--cache-dir " + (dir.path() / "cache-empty").string();
   const CliResult from_bundle =
       run_cli(dir, no_nvrtc + " XQAJIT_BUNDLES=" + all, empty_cache + " compile --json " + name);
-  REQUIRE(from_bundle.rc == 0);
+  REQUIRE(from_bundle.exit_code == 0);
   const auto served = nlohmann::json::parse(from_bundle.out);
   CHECK(served.at("status") == "bundle");
   CHECK(served.at("path") == all);
@@ -375,7 +360,7 @@ TEST_CASE("CLI: pack -> list -> verify -> unpack, and the engine serving from a 
   const std::string missing = "gqa_bf16_kvbf16_obf16_d128_p32_g4_q1_sw0_t64_sm90a";
   const CliResult refused =
       run_cli(dir, no_nvrtc + " XQAJIT_BUNDLES=" + all, empty_cache + " compile " + missing);
-  CHECK(refused.rc != 0);
+  CHECK(refused.exit_code != 0);
   CHECK_THAT(refused.err, Catch::Contains(missing) && Catch::Contains("bundle pack"));
 
   // A corrupt bundle: verify exits non-zero naming the entry; the engine skips it.
@@ -384,18 +369,18 @@ TEST_CASE("CLI: pack -> list -> verify -> unpack, and the engine serving from a 
   const std::string bad = (dir.path() / "bad.xqab").string();
   write_file(bad, bytes);
   const CliResult verify_bad = run_cli(dir, "", "bundle verify " + bad);
-  CHECK(verify_bad.rc == 1);
+  CHECK(verify_bad.exit_code == 1);
   CHECK_THAT(verify_bad.err, Catch::Contains(bad) && Catch::Contains(name) && Catch::Contains("checksum"));
   const CliResult verify_json = run_cli(dir, "", "bundle verify --json " + bad);
-  CHECK(verify_json.rc == 1);
+  CHECK(verify_json.exit_code == 1);
   CHECK(nlohmann::json::parse(verify_json.out).at("ok") == false);
   const CliResult skip_bad =
       run_cli(dir, no_nvrtc + " XQAJIT_BUNDLES=" + bad + ":" + all, empty_cache + " compile --json " + name);
-  REQUIRE(skip_bad.rc == 0);
+  REQUIRE(skip_bad.exit_code == 0);
   CHECK(nlohmann::json::parse(skip_bad.out).at("path") == all);
   CHECK_THAT(skip_bad.err, Catch::Contains("checksum"));  // the warning about the bad one
 
-  CHECK(run_cli(dir, "", "--cache-dir " + (dir.path() / "c").string() + " bundle unpack " + bad).rc == 1);
-  CHECK(run_cli(dir, "", "bundle list " + (dir.path() / "missing.xqab").string()).rc == 1);
-  CHECK(run_cli(dir, "", "bundle pack").rc == 2);  // --out is required
+  CHECK(run_cli(dir, "", "--cache-dir " + (dir.path() / "c").string() + " bundle unpack " + bad).exit_code == 1);
+  CHECK(run_cli(dir, "", "bundle list " + (dir.path() / "missing.xqab").string()).exit_code == 1);
+  CHECK(run_cli(dir, "", "bundle pack").exit_code == 2);  // --out is required
 }

@@ -4,7 +4,6 @@
 // and is named with its error.
 // Each NVRTC compile takes ~1-3 s here, so the spec sets stay small.
 
-#include <sys/wait.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/spec_set.hpp"
@@ -34,25 +34,11 @@ std::string read_file(const fs::path& p) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-struct CliResult {
-  int rc = -1;
-  std::string out, err;
-};
 
-CliResult run_cli(const TempDir& dir, const std::string& env, const std::string& args) {
-  const fs::path err_file = dir.path() / "stderr.txt";
-  const std::string command = "env " + env + " '" + std::string(XQAJIT_CLI_PATH) + "' " + args + " 2>'" +
-                              err_file.string() + "' </dev/null";
-  CliResult r;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe);
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = read_file(err_file);
-  UNSCOPED_INFO("$ " << command << "\nrc=" << r.rc << "\nstdout: " << r.out << "\nstderr: " << r.err);
-  return r;
+using CliResult = xqajit::test::ProcessResult;
+
+CliResult run_cli(const TempDir&, const std::string& env, const std::string& args) {
+  return xqajit::test::run_cli_line(env + " XQAJIT_LOG_LEVEL=warn", args);
 }
 
 /// A copy of the kernel templates whose GQA kernel does not compile.
@@ -146,7 +132,7 @@ TEST_CASE("xqajit prewarm: products, JSON summary, second run compiles nothing",
       cache + " prewarm --jobs 2 --json input=fp16,bf16 head_dim=64 page_size=16 group=2 arch=sm_90a";
 
   const CliResult first = run_cli(dir, "", args);
-  REQUIRE(first.rc == 0);
+  REQUIRE(first.exit_code == 0);
   const auto doc = nlohmann::json::parse(first.out);
   CHECK(doc.at("compiled") == 2);
   CHECK(doc.at("cached") == 0);
@@ -161,21 +147,21 @@ TEST_CASE("xqajit prewarm: products, JSON summary, second run compiles nothing",
   CHECK(doc.at("workers") == "processes");
 
   const CliResult second = run_cli(dir, "", args);
-  REQUIRE(second.rc == 0);
+  REQUIRE(second.exit_code == 0);
   const auto again = nlohmann::json::parse(second.out);
   CHECK(again.at("compiled") == 0);
   CHECK(again.at("cached") == 2);
 
   // --threads: the same contract through Engine::prewarm in one process.
   const CliResult threads = run_cli(dir, "", args + " --threads");
-  REQUIRE(threads.rc == 0);
+  REQUIRE(threads.exit_code == 0);
   CHECK(nlohmann::json::parse(threads.out).at("workers") == "threads");
   CHECK(nlohmann::json::parse(threads.out).at("cached") == 2);
 
   // Plain text (not a terminal): one line per spec on stderr, a summary on stdout.
   const CliResult text = run_cli(
       dir, "", cache + " prewarm --jobs 1 input=fp16,bf16 head_dim=64 page_size=16 group=2 arch=sm_90a");
-  REQUIRE(text.rc == 0);
+  REQUIRE(text.exit_code == 0);
   CHECK_THAT(text.out, Catch::Contains("0 compiled, 2 already cached, 0 failed"));
   CHECK_THAT(text.err, Catch::Contains("[2/2]"));
 }
@@ -189,22 +175,22 @@ TEST_CASE("xqajit prewarm: spec files, --skip-invalid and usage errors", "[prewa
       << R"([{"input": "bf16", "kv": ["bf16", "fp8"], "head_dim": 64, "page_size": 16, "arch": "sm_80"}])";
 
   const CliResult strict = run_cli(dir, "", cache + " prewarm --spec-file " + file.string());
-  CHECK(strict.rc == 2);
+  CHECK(strict.exit_code == 2);
   CHECK_THAT(strict.err, Catch::Contains("specs.json[0].arch") && Catch::Contains("--skip-invalid"));
 
   const CliResult lenient =
       run_cli(dir, "", cache + " prewarm --json --skip-invalid --spec-file " + file.string());
-  REQUIRE(lenient.rc == 0);
+  REQUIRE(lenient.exit_code == 0);
   const auto doc = nlohmann::json::parse(lenient.out);
   CHECK(doc.at("results").size() == 1);
   CHECK(doc.at("skipped").size() == 1);
   CHECK_THAT(lenient.err, Catch::Contains("skipped (invalid)"));
 
-  CHECK(run_cli(dir, "", cache + " prewarm").rc == 2);  // nothing named
-  CHECK(run_cli(dir, "", cache + " prewarm --preset nonesuch arch=sm_90a").rc == 2);
-  CHECK(run_cli(dir, "", cache + " prewarm --spec-file " + file.string() + " --preset smoke").rc == 2);
-  CHECK(run_cli(dir, "", cache + " prewarm head_dims=64 arch=sm_90a").rc == 2);
-  CHECK(run_cli(dir, "", cache + " prewarm --spec-file " + (dir.path() / "missing.json").string()).rc == 2);
+  CHECK(run_cli(dir, "", cache + " prewarm").exit_code == 2);  // nothing named
+  CHECK(run_cli(dir, "", cache + " prewarm --preset nonesuch arch=sm_90a").exit_code == 2);
+  CHECK(run_cli(dir, "", cache + " prewarm --spec-file " + file.string() + " --preset smoke").exit_code == 2);
+  CHECK(run_cli(dir, "", cache + " prewarm head_dims=64 arch=sm_90a").exit_code == 2);
+  CHECK(run_cli(dir, "", cache + " prewarm --spec-file " + (dir.path() / "missing.json").string()).exit_code == 2);
 }
 
 TEST_CASE("xqajit prewarm: a failing compile names its spec and the compiler's message", "[prewarm][cli]") {
@@ -214,7 +200,7 @@ TEST_CASE("xqajit prewarm: a failing compile names its spec and the compiler's m
       run_cli(dir, env,
               "--cache-dir " + (dir.path() / "cache").string() +
                   " prewarm --jobs 2 --json input=fp16,bf16 head_dim=64 page_size=16 arch=sm_90a");
-  CHECK(r.rc == 1);
+  CHECK(r.exit_code == 1);
   const auto doc = nlohmann::json::parse(r.out);
   CHECK(doc.at("failed") == 2);
   for (const auto& item : doc.at("results")) {

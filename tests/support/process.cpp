@@ -1,5 +1,7 @@
 #include "support/process.hpp"
 
+#include <catch2/catch.hpp>
+
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -164,6 +166,31 @@ std::vector<ProcessResult> run_processes_concurrently(const std::vector<std::vec
     results[i].err = read_file(captures[i]->err_path);
   }
   return results;
+}
+
+namespace {
+
+std::vector<std::string> split_spaces(const std::string& line) {
+  std::vector<std::string> words;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+}  // namespace
+
+ProcessResult run_cli_line(const std::string& env, const std::string& args) {
+  EnvChanges changes;
+  for (const auto& assignment : split_spaces(env)) {
+    const auto eq = assignment.find('=');
+    if (eq == std::string::npos) throw std::runtime_error("run_cli_line: not K=V: " + assignment);
+    changes[assignment.substr(0, eq)] = assignment.substr(eq + 1);
+  }
+  std::vector<std::string> argv = {XQAJIT_CLI_PATH};
+  for (auto& a : split_spaces(args)) argv.push_back(std::move(a));
+  ProcessResult r = run_process(argv, changes);
+  UNSCOPED_INFO("$ " << env << " xqajit " << args << "\n" << r.describe() << "\nstdout: " << r.out);
+  return r;
 }
 
 }  // namespace xqajit::test

@@ -30,4 +30,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, const EnvChanges
 std::vector<ProcessResult> run_processes_concurrently(const std::vector<std::vector<std::string>>& commands,
                                                       const EnvChanges& env = {});
 
+/// The xqajit CLI built with these tests (XQAJIT_CLI_PATH), run like a shell
+/// line: `env` ("K=V K2=V2") and `args` are split on spaces, which the tests'
+/// temp paths never contain. Logs the command and its output for failing checks.
+ProcessResult run_cli_line(const std::string& env, const std::string& args);
+
 }  // namespace xqajit::test
