@@ -146,3 +146,30 @@ TEST_CASE("a kernel not loaded yet is refused while the stream captures a graph"
   // Once warm, the same launch works (and is what a capture would record).
   launch_and_check(engine, pr);
 }
+
+TEST_CASE("a second GPU works exactly like the first", "[gpu][multi]") {
+  int count = 0;
+  XQAJIT_CUDART_CHECK(cudaGetDeviceCount(&count));
+  if (count < 2) {
+    WARN("SKIPPED: this host has " << count << " GPU; the multi-GPU case needs 2 and did NOT run");
+    return;
+  }
+  xqajit::test::TempDir dir("xqajit-gpu-multi");
+  Options options;
+  options.cache_dir = dir / "cache";
+  Engine engine(options);
+  // A config whose dynamic shared memory exceeds 48 KB, so a launch on device 1
+  // fails unless the attribute was raised there too (not only on device 0).
+  DecodeCase c = bf16_fp8_case();
+  c.seq_lens = {4000, 1, 2500};
+  for (int dev : {0, 1, 0}) {
+    XQAJIT_CUDART_CHECK(cudaSetDevice(dev));
+    const DeviceInfo& info = Driver::instance().device(dev);
+    DecodeProblem pr(c, rng(), info);
+    REQUIRE(decode_plan(pr.dev, info).smem_bytes > 48 * 1024);
+    INFO("device " << dev);
+    launch_and_check(engine, pr);
+  }
+  XQAJIT_CUDART_CHECK(cudaSetDevice(0));
+  CHECK(engine.stats().compiles == 1);  // one cubin, loaded per device
+}
