@@ -1,6 +1,7 @@
 #include "xqajit/engine.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -142,10 +143,11 @@ struct Engine::Impl {
     CompiledKernel compiled = compiler.compile(spec);
     std::filesystem::path path;
     if (disk) {
-      const std::string meta = fmt::format(R"({{"nvrtc":"{}","seconds":{:.3f},"templates":"{}"}})",
-                                           compiler.nvrtc_version(), compiled.seconds,
-                                           compiler.templates().origin());
-      if (auto dir = disk->publish(name, compiled.cubin, meta)) path = *dir;
+      const nlohmann::json meta = {{"nvrtc", compiler.nvrtc_version()},
+                                   {"seconds", compiled.seconds},
+                                   {"templates", compiler.templates().origin()},
+                                   {"options", compiled.options}};
+      if (auto dir = disk->publish(name, compiled.cubin, meta.dump())) path = *dir;
       if (options.cache_max_bytes) disk->gc(options.cache_max_bytes);
     }
     {

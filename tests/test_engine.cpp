@@ -227,3 +227,18 @@ TEST_CASE("a missing NVRTC says which library, where it looked and what still wo
     CHECK(msg.find("bundles") != std::string::npos);
   }
 }
+
+TEST_CASE_METHOD(Fixture, "a template folder whose path needs JSON escaping still publishes", "[engine]") {
+  const auto odd = dir / "templates \"quoted\" \\ dir";
+  write_file(odd / "gqa_decode.cu", kTinyKernel);
+  write_file(odd / "common/tiny.cuh", kTinyHeader);
+  options.template_dir = odd;
+  {
+    Engine engine(options);
+    const CubinRef ref = engine.cubin(spec_with_group(2));
+    CHECK(ref.source == Source::compiled);
+    CHECK(std::filesystem::exists(ref.path / "manifest.json"));
+  }
+  Engine again(options);
+  CHECK(again.cubin(spec_with_group(2)).source == Source::disk);
+}
