@@ -41,25 +41,16 @@ DecodeParams valid_params() {
   return p;
 }
 
-DeviceInfo h100() {
+DeviceInfo fake_device(const char* name, int cc_major, int sm_count, int smem_optin) {
   DeviceInfo d;
-  d.name = "fake H100";
-  d.cc_major = 9;
-  d.cc_minor = 0;
-  d.sm_count = 132;
-  d.max_smem_per_block_optin = 232448;
+  d.name = name;
+  d.cc_major = cc_major;
+  d.sm_count = sm_count;
+  d.max_smem_per_block_optin = smem_optin;
   return d;
 }
-
-DeviceInfo rtx_sm120() {
-  DeviceInfo d;
-  d.name = "fake sm_120";
-  d.cc_major = 12;
-  d.cc_minor = 0;
-  d.sm_count = 84;
-  d.max_smem_per_block_optin = 101376;
-  return d;
-}
+DeviceInfo h100() { return fake_device("fake H100", 9, 132, 232448); }
+DeviceInfo rtx_sm120() { return fake_device("fake sm_120", 12, 84, 101376); }
 
 void expect_rejected(const std::function<void(DecodeParams&)>& mutate, const std::string& field) {
   DecodeParams p = valid_params();
