@@ -3,10 +3,12 @@
 
 #include <algorithm>
 
+#include "support/expect_error.hpp"
 #include "xqajit/error.hpp"
 #include "xqajit/spec.hpp"
 
 using namespace xqajit;
+using xqajit::test::spec_error;
 
 namespace {
 
@@ -19,17 +21,6 @@ KernelSpec gqa(const std::map<std::string, std::string>& extra = {}) {
 bool has_flag(const KernelSpec& s, const std::string& flag) {
   const auto fl = flags(s);
   return std::find(fl.begin(), fl.end(), flag) != fl.end();
-}
-
-template <typename Fn>
-SpecError spec_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const SpecError& e) {
-    return e;
-  }
-  FAIL("expected a SpecError");
-  return SpecError("", "", "");
 }
 
 }  // namespace

@@ -8,10 +8,12 @@
 #include <fstream>
 #include <set>
 
+#include "support/expect_error.hpp"
 #include "xqajit/error.hpp"
 #include "xqajit/spec_set.hpp"
 
 using namespace xqajit;
+using xqajit::test::spec_error;
 
 namespace {
 
@@ -26,18 +28,6 @@ std::set<std::string> names_of(const SpecSet& set) {
   std::set<std::string> names;
   for (const auto& spec : set.specs) names.insert(canonical_name(spec));
   return names;
-}
-
-// The SpecError thrown by `fn`, so tests can look at its parts.
-template <typename Fn>
-SpecError spec_error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const SpecError& e) {
-    return e;
-  }
-  FAIL("expected a SpecError");
-  throw std::logic_error("unreachable");
 }
 
 }  // namespace
@@ -77,7 +67,7 @@ TEST_CASE("an invalid combination is an error naming the object and field", "[sp
   // fp8 needs sm_89 or newer: the second object's sm_80 x fp8 combination is invalid.
   const std::string text =
       R"([{"arch": "sm_90a"}, {"kv": ["bf16", "fp8"], "input": "bf16", "arch": ["sm_80", "sm_90a"]}])";
-  const SpecError e = spec_error_of([&] { expand_json(text); });
+  const SpecError e = spec_error([&] { expand_json(text); });
   CHECK(e.field() == "specs.json[1].arch");
   CHECK(e.value() == "sm_80");
   CHECK_THAT(e.what(),
@@ -91,7 +81,7 @@ TEST_CASE("an invalid combination is an error naming the object and field", "[sp
   }
   SECTION("a bad value is reported the same way") {
     const SpecError bad =
-        spec_error_of([] { expand_json(R"([{"arch": "sm_90a", "head_dim": [128, 100]}])"); });
+        spec_error([] { expand_json(R"([{"arch": "sm_90a", "head_dim": [128, 100]}])"); });
     CHECK(bad.field() == "specs.json[0].head_dim");
     CHECK(bad.value() == "100");
   }
@@ -114,11 +104,11 @@ TEST_CASE("structural mistakes are errors even with skip_invalid", "[spec_set]")
   };
   for (const auto& c : cases) {
     INFO(c.text);
-    const SpecError e = spec_error_of([&] { expand_json(c.text, /*skip_invalid=*/true); });
+    const SpecError e = spec_error([&] { expand_json(c.text, /*skip_invalid=*/true); });
     CHECK(e.field() == c.field);
   }
   // arch is required when there is no default.
-  CHECK(spec_error_of([] { expand_json(R"([{"input": "bf16"}])"); }).field() == "specs.json[0].arch");
+  CHECK(spec_error([] { expand_json(R"([{"input": "bf16"}])"); }).field() == "specs.json[0].arch");
   const Arch sm90a = Arch::parse("sm_90a");
   ExpandOptions with_default;
   with_default.default_arch = &sm90a;
@@ -180,7 +170,7 @@ TEST_CASE("the serving-gqa preset covers the serving GQA family", "[spec_set][pr
   CHECK(smoke.specs.size() <= 4);
   CHECK(expand(preset("smoke", {sm80})).specs.size() == smoke.specs.size());
 
-  CHECK(spec_error_of([&] { preset("serving", {sm90a}); }).field() == "--preset");
-  CHECK(spec_error_of([] { preset("smoke", {}); }).field() == "arch");
+  CHECK(spec_error([&] { preset("serving", {sm90a}); }).field() == "--preset");
+  CHECK(spec_error([] { preset("smoke", {}); }).field() == "arch");
   for (const auto& name : preset_names()) CHECK_NOTHROW(expand(preset(name, {sm90a})));
 }
