@@ -1,0 +1,69 @@
+#pragma once
+// The ABI between the host launcher (src/ops/mla_decode.cpp) and the MLA decode
+// kernels (mla_decode_portable.cu, mla_decode_hopper.cu): one by-value struct
+// that both backends take, plus the geometry struct each backend fills with its
+// own constexpr function (mla/portable_geometry.h, mla/hopper_geometry.h). Host
+// and kernel include the same files, so the block size and shared memory the
+// host asks for are the ones the kernel was built for. Builtin types only.
+//
+// Rows: one request's (query token, head) pairs, token-major: row r is token
+// r / H, head r % H (H = HEAD_GRP_SIZE), q_len * H rows in all. A CTA takes
+// rows_per_cta of them (a row block) and one split of the sequence:
+//   grid = (num_splits, row_blocks, batch).
+//
+// Split-KV workspace (the same contract as GQA, common/split_merge.cuh):
+//   counters [batch * row_blocks] unsigned, padded to 256 bytes, zeroed once,
+//            self-resetting;
+//   acc      [batch * row_blocks][num_splits][rows_per_cta][512] float;
+//   stats    [batch * row_blocks][num_splits][rows_per_cta][2] float (max in
+//            log2 units, sum).
+
+#define XQAJIT_MLA_QK_DIM 576  // 512 latent ("nope") + 64 rope
+#define XQAJIT_MLA_V_DIM 512   // V is the first 512 of each cached row
+
+struct XqajitMlaArgs {
+  const void* q;              // [B, q_len, H, 576], bf16 or fp8 e4m3
+  void* out;                  // [B, q_len, H, 512], bf16
+  const void* kv_cache;       // [num_pages, page_size, 576], bf16 or fp8 e4m3
+  const int* block_table;     // [B, block_table_stride] page indices
+  const int* seq_lens;        // [B] keys per request (0 = padding slot: zeros out)
+  // [B, q_len, 1] packed bits (LSB first) over the last q_len keys, or null:
+  // null means causal (query token t sees draft keys 0..t).
+  const unsigned* spec_mask;
+  // A non-null pointer wins over the host value next to it.
+  const float* q_scale_ptr;
+  const float* kv_scale_ptr;
+  float q_scale;              // fp8 Q dequantisation (1 for bf16 Q)
+  float kv_scale;             // fp8 cache dequantisation (1 for a bf16 cache)
+  float sm_scale;             // softmax scale, e.g. 1/sqrt(192) for DeepSeek-V3
+  int pad0_;
+  float* partial;             // split-KV workspace after the counters (null when num_splits == 1)
+  unsigned* counters;         // one self-resetting counter per (request, row block)
+  long long q_stride_batch, q_stride_token, q_stride_head;
+  long long o_stride_batch, o_stride_token, o_stride_head;
+  long long kv_stride_page, kv_stride_token;  // elements of the cache type
+  int block_table_stride;     // elements between rows of block_table
+  int max_pages_per_seq;      // seq_lens are clamped to max_pages_per_seq * page size
+  int batch;
+  int num_splits;             // CTAs per (request, row block) along the sequence
+  int split_tokens;           // keys per split, a multiple of KV_TILE_TOKENS
+  int pad1_;
+};
+
+// How one backend maps a spec onto CTAs.
+struct XqajitMlaGeometry {
+  int rows;             // q_len * H
+  int rows_per_cta;     // rows of one CTA (padding rows past `rows` are computed, never stored)
+  int row_blocks;       // CTAs along the rows of one request
+  int threads;
+  int stages;           // KV pipeline depth (0: does not fit this arch's shared memory)
+  int smem_bytes;       // dynamic shared memory the launch asks for
+  int merge_bytes;      // bytes of the reusable region the split merge may use (>= 16)
+};
+
+// Per-block shared-memory opt-in limit by arch number (e.g. 90).
+constexpr int xqajit_mla_smem_budget(int arch) {
+  return (arch == 80 || arch == 87) ? 166912
+         : (arch == 86 || arch == 89 || arch == 120 || arch == 121) ? 101376
+                                                                      : 232448;
+}
