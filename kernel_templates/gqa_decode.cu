@@ -14,8 +14,11 @@
 #include "common/fp8.cuh"
 #include "common/memory.cuh"
 #include "common/mma.cuh"
+#include "common/online_softmax.cuh"
 #include "common/output.cuh"
+#include "common/paged_kv.cuh"
 #include "common/pdl.cuh"
+#include "common/split_merge.cuh"
 #include "common/types.cuh"
 #include "xqajit/decode_args.h"
 
@@ -129,10 +132,8 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   pdl_launch_dependents();
 
   // ---- which keys this CTA reads --------------------------------------------
-  int seq_len = args.seq_lens[b];
-  seq_len = seq_len < 0 ? 0 : seq_len;
   const int max_len = args.max_pages_per_seq * kPageSize;
-  seq_len = seq_len > max_len ? max_len : seq_len;
+  const int seq_len = clamped_seq_len(args.seq_lens, b, max_len);
   const int draft_begin = seq_len - kQLen;  // the last q_len keys fall under the spec-dec mask
   int lo = 0;
   if constexpr (kWindow) {
@@ -184,10 +185,10 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
     if constexpr (kPageSize >= kTile) {
       // Tiles start on multiples of kTile, so a tile never crosses a page: one
       // lookup per tile, then every slot is a fixed stride from the tile's first row.
-      const long long page = table_row[(tile_start < max_len ? tile_start : max_len - 1) / kPageSize];
-      const long long row0 = tile_start % kPageSize;
-      const unsigned char* const k_row0 = k_base + (page * args.k_stride_page + row0 * args.k_stride_token + k_head) * kCacheBytes;
-      const unsigned char* const v_row0 = v_base + (page * args.v_stride_page + row0 * args.v_stride_token + v_head) * kCacheBytes;
+      const unsigned char* const k_row0 = paged_row<kPageSize, kCacheBytes>(
+          k_base, table_row, tile_start, max_len, args.k_stride_page, args.k_stride_token, k_head);
+      const unsigned char* const v_row0 = paged_row<kPageSize, kCacheBytes>(
+          v_base, table_row, tile_start, max_len, args.v_stride_page, args.v_stride_token, v_head);
 #pragma unroll 4
       for (int i = tid; i < kTile * kChunks; i += kThreads) {
         const int tok = i / kChunks, chunk = i % kChunks;
@@ -199,11 +200,11 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
       for (int i = tid; i < kTile * kChunks; i += kThreads) {
         const int tok = i / kChunks, chunk = i % kChunks;
         const int pos = tile_start + tok;
-        const long long page = table_row[(pos < max_len ? pos : max_len - 1) / kPageSize];
-        const long long in_page = pos % kPageSize;
         issue(tok, chunk,
-              k_base + (page * args.k_stride_page + in_page * args.k_stride_token + k_head) * kCacheBytes + chunk * 16,
-              v_base + (page * args.v_stride_page + in_page * args.v_stride_token + v_head) * kCacheBytes + chunk * 16,
+              paged_row<kPageSize, kCacheBytes>(k_base, table_row, pos, max_len, args.k_stride_page,
+                                                args.k_stride_token, k_head) + chunk * 16,
+              paged_row<kPageSize, kCacheBytes>(v_base, table_row, pos, max_len, args.v_stride_page,
+                                                args.v_stride_token, v_head) + chunk * 16,
               pos < split_end);
       }
     }
@@ -373,39 +374,9 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
     }
 
     // Online softmax, rows quad_row (e = 0,1) and quad_row + 8 (e = 2,3).
-    float tile_max[2] = {row_max[0], row_max[1]};
-#pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n) {
-      tile_max[0] = fmaxf(tile_max[0], fmaxf(s[n][0], s[n][1]));
-      tile_max[1] = fmaxf(tile_max[1], fmaxf(s[n][2], s[n][3]));
-    }
-    float base[2], corr[2], tile_sum[2] = {0.f, 0.f};
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 1));
-      tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 2));
-      base[half] = tile_max[half] == -kInf ? 0.f : tile_max[half];  // all masked so far: no -inf - -inf
-      corr[half] = fast_exp2(row_max[half] - base[half]);
-      row_max[half] = tile_max[half];
-    }
-#pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = fast_exp2(s[n][e] - base[e >> 1]);
-        tile_sum[e >> 1] += s[n][e];
-      }
-    }
-    row_sum[0] = row_sum[0] * corr[0] + tile_sum[0];
-    row_sum[1] = row_sum[1] * corr[1] + tile_sum[1];
-    // Once the running max settles corr is exactly 1: skip the rescale (warp-uniform).
-    if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
-#pragma unroll
-      for (int i = 0; i < kDimTiles; ++i) {
-        acc[i][0] *= corr[0]; acc[i][1] *= corr[0];
-        acc[i][2] *= corr[1]; acc[i][3] *= corr[1];
-      }
-    }
+    float corr[2];
+    online_softmax_tile(s, row_max, row_sum, corr);
+    rescale_rows(acc, corr);
 
     // O += P V: the score accumulators are already the A fragments of P.
 #pragma unroll
@@ -452,11 +423,8 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   __syncthreads();  // the pipeline region becomes the merge buffer
 
   // ---- merge the warps that share rows ----------------------------------------
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    row_sum[half] += __shfl_xor_sync(0xffffffffu, row_sum[half], 1);
-    row_sum[half] += __shfl_xor_sync(0xffffffffu, row_sum[half], 2);
-  }
+  row_sum[0] = quad_sum(row_sum[0]);
+  row_sum[1] = quad_sum(row_sum[1]);
   float* const merge_acc = reinterpret_cast<float*>(kv_region);  // [warps][16][D]
   float* const merge_stats = merge_acc + kWarps * 16 * kHeadDim;   // [warps][16][max, sum]
 #pragma unroll
@@ -477,8 +445,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   const bool multi = args.num_splits > 1;
   const long long cta_id = ((long long)b * args.num_kv_heads + h) * kRowBlocks + rb;
   const long long num_ctas = (long long)args.batch * args.num_kv_heads * kRowBlocks;
-  float* const part_acc = args.partial;  // [cta][split][row][D]
-  float* const part_stats = args.partial + num_ctas * args.num_splits * kRowsPerCta * kHeadDim;
+  const SplitPartials<kRowsPerCta, kHeadDim> partials(args.partial, num_ctas, args.num_splits, cta_id);
   constexpr int kVecs = kHeadDim / 4;
   // Padding rows (row >= kRows) are neither stored nor written as partials.
   const int cta_rows = kRows - rb * kRowsPerCta < kRowsPerCta ? kRows - rb * kRowsPerCta : kRowsPerCta;
@@ -503,107 +470,16 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
     if (!multi) {
       store_out(args, b, h, row, d, o, m, sum, out_scale);
     } else {
-      const long long slot = (cta_id * args.num_splits + split) * kRowsPerCta + r;
-      F32x4 v;
-      v.x = o[0]; v.y = o[1]; v.z = o[2]; v.w = o[3];
-      *reinterpret_cast<F32x4*>(part_acc + slot * kHeadDim + d) = v;
-      if (d == 0) {
-        part_stats[slot * 2] = m;
-        part_stats[slot * 2 + 1] = sum;
-      }
+      partials.store(split, r, d, o, m, sum);
     }
   }
   if (!multi) return;
 
   // ---- split-KV: the last CTA of this (request, KV head, row block) merges -----
-  __threadfence();  // our partials reach L2 before the counter says so
-  __syncthreads();
-  if (tid == 0) {
-    const unsigned prev = atomicAdd(args.counters + cta_id, 1u);
-    s_is_last = prev == (unsigned)args.num_splits - 1u;
-    // Reset for the next launch (or graph replay): every other CTA has arrived.
-    if (s_is_last) atomicExch(args.counters + cta_id, 0u);
-  }
-  __syncthreads();
-  if (!s_is_last) return;
-  __threadfence();
-
-  // Pass 1: every (split, row) statistic, and when they fit every partial output
-  // of the valid rows, into shared memory with cp.async: one L2 round trip
-  // instead of one per split (this tail is serial time for small batches).
-  const int splits = args.num_splits;
-  const int valid_rows = kRows - rb * kRowsPerCta < kRowsPerCta ? kRows - rb * kRowsPerCta : kRowsPerCta;
-  float* const stats = reinterpret_cast<float*>(kv_region);  // [split][row][max, sum]; max -> weight
-  float* const row_stats = stats + splits * kRowsPerCta * 2;   // [row][max, sum]
-  float* const staged = row_stats + kRowsPerCta * 2;           // [split][valid row][D]
-  const int staged_offset = (splits * kRowsPerCta * 2 + kRowsPerCta * 2) * 4;
-  const bool stage_acc = staged_offset + splits * valid_rows * kHeadDim * 4 <= kGeo.union_bytes;
-  {
-    const u32 stats_dst = smem_addr(stats);
-    const float* const stats_src = part_stats + cta_id * splits * kRowsPerCta * 2;
-    for (int i = tid; i < splits * kRowsPerCta / 2; i += kThreads)
-      cp_async_16(stats_dst + i * 16, stats_src + i * 4, true);
-    if (stage_acc) {
-      const u32 acc_dst = smem_addr(staged);
-      for (int i = tid; i < splits * valid_rows * kVecs; i += kThreads) {
-        const int sp = i / (valid_rows * kVecs), j = i % (valid_rows * kVecs);
-        cp_async_16(acc_dst + i * 16, part_acc + (cta_id * splits + sp) * kRowsPerCta * kHeadDim + j * 4, true);
-      }
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-  }
-  __syncthreads();
-  // Pass 2: one warp per row, lanes over the splits: the global max and sum;
-  // each split's max becomes its weight.
-  for (int r = warp; r < valid_rows; r += kWarps) {
-    float m = -kInf;
-    for (int sp = lane; sp < splits; sp += 32) m = fmaxf(m, stats[(sp * kRowsPerCta + r) * 2]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    float sum = 0.f;
-    for (int sp = lane; sp < splits; sp += 32) {
-      float* const st = stats + (sp * kRowsPerCta + r) * 2;
-      const float w = st[0] == -kInf ? 0.f : exp2f(st[0] - m);
-      sum += w * st[1];
-      st[0] = w;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (lane == 0) {
-      row_stats[r * 2] = m;
-      row_stats[r * 2 + 1] = sum;
-    }
-  }
-  __syncthreads();
-  // Pass 3: weighted sum of the partial outputs (from shared memory, or from L2
-  // 8 splits at a time when they did not fit).
-  constexpr int kBatch = 8;
-  for (int i = tid; i < valid_rows * kVecs; i += kThreads) {
-    const int r = i / kVecs, d = (i % kVecs) * 4;
-    float o[4] = {0.f, 0.f, 0.f, 0.f};
-    if (stage_acc) {
-      for (int sp = 0; sp < splits; ++sp) {
-        const float w = stats[(sp * kRowsPerCta + r) * 2];
-        const F32x4 a = *reinterpret_cast<const F32x4*>(staged + (sp * valid_rows + r) * kHeadDim + d);
-        o[0] += w * a.x; o[1] += w * a.y; o[2] += w * a.z; o[3] += w * a.w;
-      }
-    } else {
-      for (int s0 = 0; s0 < splits; s0 += kBatch) {
-        F32x4 a[kBatch];
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j)
-          if (s0 + j < splits)
-            a[j] = load_cg(part_acc + ((cta_id * splits + s0 + j) * kRowsPerCta + r) * kHeadDim + d);
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          if (s0 + j < splits) {
-            const float w = stats[((s0 + j) * kRowsPerCta + r) * 2];
-            o[0] += w * a[j].x; o[1] += w * a[j].y; o[2] += w * a[j].z; o[3] += w * a[j].w;
-          }
-        }
-      }
-    }
-    store_out(args, b, h, rb * kRowsPerCta + r, d, o, row_stats[r * 2], row_stats[r * 2 + 1], out_scale);
-  }
+  if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, &s_is_last)) return;
+  split_merge<kRowsPerCta, kHeadDim, kThreads>(
+      kv_region, kGeo.union_bytes, partials, cta_rows,
+      [&](int r, int d, const float(&o)[4], float m, float sum) {
+        store_out(args, b, h, rb * kRowsPerCta + r, d, o, m, sum, out_scale);
+      });
 }

@@ -1,0 +1,67 @@
+#pragma once
+// Online softmax over score tiles held in the tensor-core accumulator layout
+// (mma.sync m16n8 and wgmma m64nN share it per warp): each thread holds two
+// rows, e = 0,1 of row quad_row and e = 2,3 of row quad_row + 8, spread over
+// the 4 threads of a quad. Scores are in log2 units (the scale folded log2(e)),
+// masked keys are -inf.
+
+#include "common/types.cuh"
+
+namespace xqajit {
+
+// Exponentiates `s` in place against the running max, updates (row_max,
+// row_sum) and returns in `corr` the factor the running output must be
+// multiplied by. A row that has seen only masked keys keeps max -inf and never
+// computes -inf - -inf.
+template <int kN>
+__device__ __forceinline__ void online_softmax_tile(float (&s)[kN][4], float (&row_max)[2], float (&row_sum)[2],
+                                                    float (&corr)[2]) {
+  const float kInf = __int_as_float(0x7f800000);
+  float tile_max[2] = {row_max[0], row_max[1]};
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+    tile_max[0] = fmaxf(tile_max[0], fmaxf(s[n][0], s[n][1]));
+    tile_max[1] = fmaxf(tile_max[1], fmaxf(s[n][2], s[n][3]));
+  }
+  float base[2], tile_sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 1));
+    tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 2));
+    base[half] = tile_max[half] == -kInf ? 0.f : tile_max[half];
+    corr[half] = fast_exp2(row_max[half] - base[half]);
+    row_max[half] = tile_max[half];
+  }
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[n][e] = fast_exp2(s[n][e] - base[e >> 1]);
+      tile_sum[e >> 1] += s[n][e];
+    }
+  }
+  row_sum[0] = row_sum[0] * corr[0] + tile_sum[0];
+  row_sum[1] = row_sum[1] * corr[1] + tile_sum[1];
+}
+
+// acc *= corr per row. Once the running max settles corr is exactly 1, so the
+// multiply is skipped (warp-uniform branch).
+template <int kN>
+__device__ __forceinline__ void rescale_rows(float (&acc)[kN][4], const float (&corr)[2]) {
+  if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      acc[i][0] *= corr[0]; acc[i][1] *= corr[0];
+      acc[i][2] *= corr[1]; acc[i][3] *= corr[1];
+    }
+  }
+}
+
+// Sums a row statistic over the 4 threads of a quad (the row's owners).
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  x += __shfl_xor_sync(0xffffffffu, x, 2);
+  return x;
+}
+
+}  // namespace xqajit

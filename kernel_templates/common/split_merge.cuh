@@ -1,0 +1,156 @@
+#pragma once
+// Split-KV (multi-block) mode, shared by every kernel family: each CTA of a
+// merge group (one request x head block, several splits of the sequence)
+// writes its partial rows (max in log2 units, sum, unnormalised output) to the
+// caller's workspace; the last CTA to arrive merges them. The arrival counter
+// resets itself, so the workspace is zeroed once at allocation and CUDA-graph
+// replays need no memset.
+//
+// Workspace after the counters (the host sizes it the same way):
+//   acc   [num_ctas][num_splits][kRowsPerCta][kDim] float
+//   stats [num_ctas][num_splits][kRowsPerCta][2]    float
+
+#include "common/memory.cuh"
+#include "common/mma.cuh"
+#include "common/types.cuh"
+
+namespace xqajit {
+
+template <int kRowsPerCta, int kDim>
+struct SplitPartials {
+  float* acc;
+  float* stats;
+  int splits;
+  long long cta;  // this CTA's merge group
+
+  __device__ __forceinline__ SplitPartials(float* partial, long long num_ctas, int num_splits, long long cta_id)
+      : acc(partial),
+        stats(partial + num_ctas * num_splits * kRowsPerCta * kDim),
+        splits(num_splits),
+        cta(cta_id) {}
+
+  __device__ __forceinline__ long long slot(int split, int row) const {
+    return (cta * splits + split) * kRowsPerCta + row;
+  }
+  // One 4-wide vector of a partial row (d a multiple of 4); d == 0 also writes the stats.
+  __device__ __forceinline__ void store(int split, int row, int d, const float (&o)[4], float row_max,
+                                        float row_sum) const {
+    const long long s = slot(split, row);
+    F32x4 v;
+    v.x = o[0]; v.y = o[1]; v.z = o[2]; v.w = o[3];
+    *reinterpret_cast<F32x4*>(acc + s * kDim + d) = v;
+    if (d == 0) {
+      stats[s * 2] = row_max;
+      stats[s * 2 + 1] = row_sum;
+    }
+  }
+};
+
+// Called by every thread after its partial rows are stored. Returns (uniformly
+// across the CTA) whether this CTA arrived last and must merge; the last one
+// resets the counter for the next launch or graph replay.
+__device__ __forceinline__ bool split_arrive_last(unsigned* counter, unsigned num_splits, int* s_flag) {
+  __threadfence();  // our partials reach L2 before the counter says so
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned prev = atomicAdd(counter, 1u);
+    *s_flag = prev == num_splits - 1u;
+    if (*s_flag) atomicExch(counter, 0u);  // every other CTA has arrived
+  }
+  __syncthreads();
+  const bool last = *s_flag != 0;
+  if (last) __threadfence();
+  return last;
+}
+
+// The last CTA's merge of `valid_rows` rows over every split. `smem` (at least
+// `smem_bytes` bytes, 16-byte aligned, free to overwrite) stages the stats and,
+// when they fit, every partial output: one L2 round trip instead of one per
+// split (this tail is serial time for small batches). `store(row, d, o[4],
+// row_max, row_sum)` writes one normalised-later 4-wide output vector.
+template <int kRowsPerCta, int kDim, int kThreads, typename Store>
+__device__ __forceinline__ void split_merge(unsigned char* smem, int smem_bytes,
+                                            const SplitPartials<kRowsPerCta, kDim>& p, int valid_rows,
+                                            Store&& store) {
+  const float kInf = __int_as_float(0x7f800000);
+  constexpr int kWarps = kThreads / 32;
+  constexpr int kVecs = kDim / 4;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int splits = p.splits;
+  float* const stats = reinterpret_cast<float*>(smem);        // [split][row][max, sum]; max -> weight
+  float* const row_stats = stats + splits * kRowsPerCta * 2;  // [row][max, sum]
+  float* const staged = row_stats + kRowsPerCta * 2;          // [split][valid row][D]
+  const int staged_offset = (splits * kRowsPerCta * 2 + kRowsPerCta * 2) * 4;
+  const bool stage_acc = staged_offset + splits * valid_rows * kDim * 4 <= smem_bytes;
+
+  // Pass 1: statistics (and partial outputs when they fit) into shared memory.
+  {
+    const u32 stats_dst = smem_addr(stats);
+    const float* const stats_src = p.stats + p.slot(0, 0) * 2;
+    for (int i = tid; i < splits * kRowsPerCta / 2; i += kThreads)
+      cp_async_16(stats_dst + i * 16, stats_src + i * 4, true);
+    if (stage_acc) {
+      const u32 acc_dst = smem_addr(staged);
+      for (int i = tid; i < splits * valid_rows * kVecs; i += kThreads) {
+        const int sp = i / (valid_rows * kVecs), j = i % (valid_rows * kVecs);
+        cp_async_16(acc_dst + i * 16, p.acc + p.slot(sp, 0) * kDim + j * 4, true);
+      }
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+  // Pass 2: one warp per row, lanes over the splits: the global max and sum;
+  // each split's max becomes its weight.
+  for (int r = warp; r < valid_rows; r += kWarps) {
+    float m = -kInf;
+    for (int sp = lane; sp < splits; sp += 32) m = fmaxf(m, stats[(sp * kRowsPerCta + r) * 2]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sum = 0.f;
+    for (int sp = lane; sp < splits; sp += 32) {
+      float* const st = stats + (sp * kRowsPerCta + r) * 2;
+      const float w = st[0] == -kInf ? 0.f : exp2f(st[0] - m);
+      sum += w * st[1];
+      st[0] = w;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) {
+      row_stats[r * 2] = m;
+      row_stats[r * 2 + 1] = sum;
+    }
+  }
+  __syncthreads();
+  // Pass 3: weighted sum of the partial outputs (from shared memory, or from L2
+  // 8 splits at a time when they did not fit).
+  constexpr int kBatch = 8;
+  for (int i = tid; i < valid_rows * kVecs; i += kThreads) {
+    const int r = i / kVecs, d = (i % kVecs) * 4;
+    float o[4] = {0.f, 0.f, 0.f, 0.f};
+    if (stage_acc) {
+      for (int sp = 0; sp < splits; ++sp) {
+        const float w = stats[(sp * kRowsPerCta + r) * 2];
+        const F32x4 a = *reinterpret_cast<const F32x4*>(staged + (sp * valid_rows + r) * kDim + d);
+        o[0] += w * a.x; o[1] += w * a.y; o[2] += w * a.z; o[3] += w * a.w;
+      }
+    } else {
+      for (int s0 = 0; s0 < splits; s0 += kBatch) {
+        F32x4 a[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+          if (s0 + j < splits) a[j] = load_cg(p.acc + p.slot(s0 + j, r) * kDim + d);
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          if (s0 + j < splits) {
+            const float w = stats[((s0 + j) * kRowsPerCta + r) * 2];
+            o[0] += w * a[j].x; o[1] += w * a[j].y; o[2] += w * a[j].z; o[3] += w * a[j].w;
+          }
+        }
+      }
+    }
+    store(r, d, o, row_stats[r * 2], row_stats[r * 2 + 1]);
+  }
+}
+
+}  // namespace xqajit
