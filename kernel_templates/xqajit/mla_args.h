@@ -1,4 +1,5 @@
 #pragma once
+// THE FULL KERNEL CONTRACT (semantics, flags, split-KV, device rules for kernel authors): docs/MLA_KERNEL_CONTRACT.md
 // The ABI between the host launcher (src/ops/mla_decode.cpp) and the MLA decode
 // kernels (mla_decode_portable.cu, mla_decode_hopper.cu): one by-value struct
 // that both backends take, plus the geometry struct each backend fills with its
