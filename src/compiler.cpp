@@ -42,7 +42,8 @@ std::string kernel_symbol(const KernelSpec& spec) {
 }
 
 std::string kernel_main_file(const KernelSpec& spec) {
-  return spec.kind == Kind::gqa ? "gqa_decode.cu" : "mla_decode.cu";
+  if (spec.kind == Kind::gqa) return "gqa_decode.cu";
+  return spec.backend == Backend::hopper ? "mla_decode_hopper.cu" : "mla_decode_portable.cu";
 }
 
 Compiler::Compiler(TemplateSet templates, std::string libnvrtc_path)

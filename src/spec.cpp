@@ -20,8 +20,10 @@ const std::vector<int> kPageSizes = {16, 32, 64, 128};
 const std::vector<int> kKvTiles = {16, 32, 64, 128};
 constexpr int kMlaHeadDim = 576;
 constexpr int kMaxGqaGroup = 64;
-constexpr int kMaxMlaHeads = 128;
+const std::vector<int> kMlaHeads = {16, 32, 64, 128};
+const std::vector<int> kMlaPageSizes = {32, 64};
 constexpr int kMaxQLen = 32;
+constexpr int kMaxMlaQLen = 4;  // multi-token prediction: 1 + up to 3 drafts
 constexpr int kFirstFp8Arch = 89;  // hardware e4m3 conversions start at Ada
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -59,7 +61,8 @@ Kind parse_kind(const std::string& text) {
 // The kernel's measured best tile (docs/PERF.md, docs/KERNEL_NOTES.md). It lives
 // here, not in the launcher, so a prewarmed spec is the one decode() launches.
 int default_kv_tile(const KernelSpec& s) {
-  if (s.kind == Kind::mla) return 64;
+  // MLA tiles come from each backend's geometry (docs/KERNEL_NOTES.md, MLA).
+  if (s.kind == Kind::mla) return s.backend == Backend::hopper ? 64 : 32;
   // An fp8 cache halves the bytes per key, so a short tile cannot hide the
   // per-tile work: for one row tile, 128 keys at D <= 128 measured 3-7 % faster
   // than 64, and 64 keys at D = 256 17 % faster than 32 (docs/PERF.md, run 8);
@@ -90,16 +93,38 @@ void validate_gqa(const KernelSpec& s) {
 void validate_mla(const KernelSpec& s) {
   if (s.input != DType::bf16 && s.input != DType::fp8)
     throw SpecError("input", to_string(s.input), "bf16, fp8 (for kind=mla)");
-  if (s.kv != s.input)
-    throw SpecError("kv", to_string(s.kv), fmt::format("{} (kind=mla: kv equals input)", to_string(s.input)));
+  if (s.kv != s.input && !(s.input == DType::bf16 && s.kv == DType::fp8))
+    throw SpecError("kv", to_string(s.kv),
+                    s.input == DType::fp8 ? "fp8 (kind=mla with an fp8 Q needs an fp8 cache)"
+                                          : "bf16, fp8 (kind=mla with a bf16 Q)");
   if (s.output != DType::bf16)
     throw SpecError("output", to_string(s.output), "bf16 (kind=mla)");
   if (s.head_dim != kMlaHeadDim)
     throw SpecError("head_dim", std::to_string(s.head_dim), "576 (kind=mla: 512 no-rope + 64 rope)");
-  if (s.group < 1 || s.group > kMaxMlaHeads)
+  if (!contains(kMlaHeads, s.group))
     throw SpecError("group", std::to_string(s.group),
-                    fmt::format("1 to {} (kind=mla: number of Q heads)", kMaxMlaHeads));
+                    join_ints(kMlaHeads) + " (kind=mla: Q heads per request)");
+  if (!contains(kMlaPageSizes, s.page_size))
+    throw SpecError("page_size", std::to_string(s.page_size), join_ints(kMlaPageSizes) + " (kind=mla)");
+  if (s.q_len < 1 || s.q_len > kMaxMlaQLen)
+    throw SpecError("q_len", std::to_string(s.q_len), fmt::format("1 to {} (kind=mla)", kMaxMlaQLen));
   if (s.sliding_window) throw SpecError("sliding_window", "1", "0 (kind=mla)");
+}
+
+std::string backend_list(const std::vector<Backend>& v) {
+  std::vector<std::string> names;
+  for (Backend b : v) names.push_back(to_string(b));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+void validate_backend(const KernelSpec& s) {
+  if (s.backend == Backend::automatic) return;
+  const auto have = backends_for(s.kind, s.arch);
+  if (std::find(have.begin(), have.end(), s.backend) == have.end())
+    throw SpecError("backend", to_string(s.backend),
+                    fmt::format("auto, {} (what kind={} has on {}{})", backend_list(have), to_string(s.kind),
+                                s.arch.str(),
+                                s.kind == Kind::mla && s.backend == Backend::hopper ? "; hopper needs sm_90a" : ""));
 }
 
 }  // namespace
@@ -108,7 +133,7 @@ bool operator==(const KernelSpec& a, const KernelSpec& b) {
   return a.kind == b.kind && a.input == b.input && a.kv == b.kv && a.output == b.output &&
          a.head_dim == b.head_dim && a.page_size == b.page_size && a.group == b.group &&
          a.q_len == b.q_len && a.sliding_window == b.sliding_window && a.arch == b.arch &&
-         a.kv_tile == b.kv_tile;
+         a.kv_tile == b.kv_tile && a.backend == b.backend;
 }
 
 std::string Arch::str() const { return fmt::format("sm_{}{}{}", major, minor, accel ? "a" : ""); }
@@ -134,6 +159,29 @@ Arch Arch::parse(const std::string& text) {
 }
 
 std::string to_string(Kind k) { return k == Kind::gqa ? "gqa" : "mla"; }
+
+std::string to_string(Backend b) {
+  switch (b) {
+    case Backend::automatic: return "auto";
+    case Backend::portable: return "portable";
+    case Backend::hopper: return "hopper";
+  }
+  return "?";
+}
+
+Backend parse_backend(const std::string& text) {
+  if (text == "auto") return Backend::automatic;
+  if (text == "portable") return Backend::portable;
+  if (text == "hopper") return Backend::hopper;
+  throw SpecError("backend", text, "auto, portable, hopper");
+}
+
+std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
+  // The hopper backend uses wgmma and setmaxnreg: sm_90a only. GQA has one
+  // backend for every arch today.
+  if (kind == Kind::mla && arch.number() == 90 && arch.accel) return {Backend::hopper, Backend::portable};
+  return {Backend::portable};
+}
 
 std::string to_string(DType d) {
   switch (d) {
@@ -169,6 +217,7 @@ void validate(const KernelSpec& s, const std::vector<int>& supported_archs) {
   const bool uses_fp8 = s.kv == DType::fp8 || s.input == DType::fp8 || s.output == DType::fp8;
   if (uses_fp8 && s.arch.number() < kFirstFp8Arch)
     throw SpecError("arch", s.arch.str(), "sm_89 or newer when a dtype is fp8");
+  validate_backend(s);
   if (!supported_archs.empty() && !contains(supported_archs, s.arch.number()))
     throw SpecError("arch", s.arch.str(),
                     fmt::format("what the installed NVRTC can target: sm_{}",
@@ -178,16 +227,17 @@ void validate(const KernelSpec& s, const std::vector<int>& supported_archs) {
 KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_archs) {
   validate(spec, supported_archs);
   KernelSpec s = spec;
+  if (s.backend == Backend::automatic) s.backend = backends_for(s.kind, s.arch).front();
   if (s.kv_tile == 0) s.kv_tile = default_kv_tile(s);
   return s;
 }
 
 std::string canonical_name(const KernelSpec& spec) {
   const KernelSpec s = normalized(spec);
-  return fmt::format("{}_{}_kv{}_o{}_d{}_p{}_g{}_q{}_sw{}_t{}_sm{}{}", to_string(s.kind),
+  return fmt::format("{}_{}_kv{}_o{}_d{}_p{}_g{}_q{}_sw{}_t{}_{}_sm{}{}", to_string(s.kind),
                      to_string(s.input), to_string(s.kv), to_string(s.output), s.head_dim,
                      s.page_size, s.group, s.q_len, s.sliding_window ? 1 : 0, s.kv_tile,
-                     s.arch.number(), s.arch.accel ? "a" : "");
+                     to_string(s.backend), s.arch.number(), s.arch.accel ? "a" : "");
 }
 
 bool looks_like_name(const std::string& text) {
@@ -196,8 +246,8 @@ bool looks_like_name(const std::string& text) {
 
 KernelSpec parse_name(const std::string& name) {
   const std::string expected =
-      "KIND_INPUT_kvKV_oOUT_dHEAD_pPAGE_gGROUP_qQLEN_sw{0|1}_tTILE_smARCH, "
-      "e.g. gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_sm90a";
+      "KIND_INPUT_kvKV_oOUT_dHEAD_pPAGE_gGROUP_qQLEN_sw{0|1}_tTILE_BACKEND_smARCH, "
+      "e.g. gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_portable_sm90a";
   std::vector<std::string> parts;
   std::stringstream ss(name);
   for (std::string p; std::getline(ss, p, '_');) parts.push_back(p);
@@ -207,7 +257,7 @@ KernelSpec parse_name(const std::string& name) {
       throw SpecError("name", name, expected);
     return parts[i].substr(pre.size());
   };
-  if (parts.size() != 11) throw SpecError("name", name, expected);
+  if (parts.size() != 12) throw SpecError("name", name, expected);
   KernelSpec s;
   s.kind = parse_kind(parts[0]);
   s.input = parse_dtype("input", field(1, ""));
@@ -219,7 +269,9 @@ KernelSpec parse_name(const std::string& name) {
   s.q_len = parse_int("q_len", field(7, "q"));
   s.sliding_window = parse_bool("sliding_window", field(8, "sw"));
   s.kv_tile = parse_int("kv_tile", field(9, "t"));
-  s.arch = Arch::parse(field(10, "sm"));
+  if (parts[10] == "auto") throw SpecError("name", name, expected + " (a resolved backend: portable or hopper)");
+  s.backend = parse_backend(parts[10]);
+  s.arch = Arch::parse(field(11, "sm"));
   // Only a name that prints back to itself is canonical.
   if (canonical_name(s) != name) throw SpecError("name", name, "a canonical name: " + canonical_name(s));
   return s;
@@ -241,7 +293,8 @@ std::vector<std::string> flags(const KernelSpec& spec) {
       def("LOW_PREC_OUTPUT", s.output == DType::fp8),
       def("SPEC_DEC", s.q_len > 1),
       def("SPEC_Q_SEQ_LEN", s.q_len),
-      def("MLA_BF16", mla && s.input == DType::bf16),
+      def("MLA_BF16", mla && s.input == DType::bf16 && s.kv == DType::bf16),
+      def("INPUT_FP8", s.input == DType::fp8),
       def("KV_TILE_TOKENS", s.kv_tile),
   };
 }
@@ -249,7 +302,7 @@ std::vector<std::string> flags(const KernelSpec& spec) {
 const std::vector<std::string>& spec_field_names() {
   static const std::vector<std::string> names = {"kind",     "input",     "kv",    "output",
                                                  "head_dim", "page_size", "group", "q_len",
-                                                 "sliding_window", "arch", "kv_tile"};
+                                                 "sliding_window", "arch", "kv_tile", "backend"};
   return names;
 }
 
@@ -266,9 +319,10 @@ KernelSpec spec_from_fields(const std::map<std::string, std::string>& fields,
   };
   KernelSpec s;
   if (auto v = get("kind")) s.kind = parse_kind(*v);
-  if (s.kind == Kind::mla) {
+  if (s.kind == Kind::mla) {  // DeepSeek-V3 at tensor-parallel 8: 16 heads, bf16
     s.input = DType::bf16;
     s.head_dim = kMlaHeadDim;
+    s.group = 16;
   }
   if (auto v = get("input")) s.input = parse_dtype("input", *v);
   s.kv = s.input;
@@ -281,6 +335,7 @@ KernelSpec spec_from_fields(const std::map<std::string, std::string>& fields,
   if (auto v = get("q_len")) s.q_len = parse_int("q_len", *v);
   if (auto v = get("sliding_window")) s.sliding_window = parse_bool("sliding_window", *v);
   if (auto v = get("kv_tile")) s.kv_tile = parse_int("kv_tile", *v);
+  if (auto v = get("backend")) s.backend = parse_backend(*v);
   if (auto v = get("arch")) s.arch = Arch::parse(*v);
   else if (default_arch) s.arch = *default_arch;
   else throw SpecError("arch", "(missing)", "an arch such as sm_90a; no GPU was found to default to");
@@ -300,7 +355,8 @@ std::map<std::string, std::string> spec_to_fields(const KernelSpec& spec) {
           {"q_len", std::to_string(s.q_len)},
           {"sliding_window", s.sliding_window ? "1" : "0"},
           {"arch", s.arch.str()},
-          {"kv_tile", std::to_string(s.kv_tile)}};
+          {"kv_tile", std::to_string(s.kv_tile)},
+          {"backend", to_string(s.backend)}};
 }
 
 }  // namespace xqajit

@@ -43,7 +43,7 @@ void write_file(const fs::path& p, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-const char* kNameA = "gqa_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64_sm90a";
+const char* kNameA = "gqa_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64_sm90a";  // a pre-backend name: any string pins the format
 const char* kNameB = "gqa_bf16_kvfp8_obf16_d64_p16_g8_q1_sw0_t64_sm120a";
 const char* kFingerprint = "v1-nvrtc13.0-t0123456789abcdef";
 
@@ -311,7 +311,7 @@ CliResult run_cli(const TempDir&, const std::string& env, const std::string& arg
 
 TEST_CASE("CLI: pack -> list -> verify -> unpack, and the engine serving from a bundle", "[bundle][cli]") {
   TempDir dir;
-  const std::string name = "gqa_fp16_kvfp16_ofp16_d64_p16_g1_q1_sw0_t64_sm90a";
+  const std::string name = "gqa_fp16_kvfp16_ofp16_d64_p16_g1_q1_sw0_t64_portable_sm90a";
   const std::string cache_a = (dir.path() / "cache-a").string(), cache_b = (dir.path() / "cache-b").string();
   const std::string one = (dir.path() / "one.xqab").string(), all = (dir.path() / "all.xqab").string();
 
@@ -357,7 +357,7 @@ TEST_CASE("CLI: pack -> list -> verify -> unpack, and the engine serving from a 
   CHECK(served.at("path") == all);
 
   // A spec in no bundle fails, naming the spec and how to add it to a bundle.
-  const std::string missing = "gqa_bf16_kvbf16_obf16_d128_p32_g4_q1_sw0_t64_sm90a";
+  const std::string missing = "gqa_bf16_kvbf16_obf16_d128_p32_g4_q1_sw0_t64_portable_sm90a";
   const CliResult refused =
       run_cli(dir, no_nvrtc + " XQAJIT_BUNDLES=" + all, empty_cache + " compile " + missing);
   CHECK(refused.exit_code != 0);

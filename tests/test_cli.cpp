@@ -62,7 +62,7 @@ std::string name_of(const ScratchDir& dir, const std::vector<std::string>& field
 }
 
 const std::vector<std::string> kSpec = {"input=bf16", "kv=fp8", "group=8", "page_size=64", "arch=sm_90a"};
-const char* const kSpecName = "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t128_sm90a";
+const char* const kSpecName = "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t128_portable_sm90a";
 
 }  // namespace
 
@@ -85,13 +85,13 @@ TEST_CASE("spec --json prints the golden name, the flags and the fields", "[cli]
 TEST_CASE("spec names are pinned for a few specs of each family", "[cli]") {
   ScratchDir dir;
   CHECK(name_of(dir, {"head_dim=64", "page_size=16", "group=4", "arch=sm_80"}) ==
-        "gqa_fp16_kvfp16_ofp16_d64_p16_g4_q1_sw0_t64_sm80");
+        "gqa_fp16_kvfp16_ofp16_d64_p16_g4_q1_sw0_t64_portable_sm80");
   CHECK(name_of(dir, {"input=fp16", "q_len=4", "sliding_window=1", "group=2", "arch=sm_120a"}) ==
-        "gqa_fp16_kvfp16_ofp16_d128_p64_g2_q4_sw1_t64_sm120a");
+        "gqa_fp16_kvfp16_ofp16_d128_p64_g2_q4_sw1_t64_portable_sm120a");
   CHECK(name_of(dir, {"kind=mla", "input=bf16", "head_dim=576", "group=128", "arch=sm_90a"}) ==
-        "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t64_sm90a");
+        "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t64_hopper_sm90a");
   CHECK(name_of(dir, {"kind=mla", "input=fp8", "output=bf16", "head_dim=576", "group=16", "arch=sm_90a"}) ==
-        "mla_fp8_kvfp8_obf16_d576_p64_g16_q1_sw0_t64_sm90a");
+        "mla_fp8_kvfp8_obf16_d576_p64_g16_q1_sw0_t64_hopper_sm90a");
 }
 
 TEST_CASE("a NAME argument round-trips through spec", "[cli]") {
@@ -140,7 +140,7 @@ TEST_CASE("spec errors exit 2 and name what is wrong", "[cli]") {
   SECTION("an arch the tables do not know") { expect_usage_error({"spec", "arch=sm_91x"}, "arch"); }
   SECTION("a malformed name") {
     expect_usage_error({"spec", "gqa_bf16_nonsense"}, "gqa_bf16_nonsense");
-    expect_usage_error({"compile", "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_sm90q"}, "90q");
+    expect_usage_error({"compile", "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_portable_sm90q"}, "90q");
   }
   SECTION("malformed arguments") {
     expect_usage_error({"spec", "input=bf16", "garbage"}, "garbage");

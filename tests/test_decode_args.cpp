@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "xqajit/compiler.hpp"
-#include "xqajit/decode.hpp"
+#include "xqajit/ops/decode.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/error.hpp"
 

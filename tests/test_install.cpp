@@ -57,7 +57,7 @@ TEST_CASE("the installed package builds and runs a consumer project", "[install]
   const std::string app = (build / "app").string();
   SECTION("a valid spec prints its canonical name") {
     const ProcessResult r = run_checked({app, "input=bf16", "kv=fp8", "group=8", "arch=sm_90a"});
-    CHECK(r.out == "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t128_sm90a\n");
+    CHECK(r.out == "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t128_portable_sm90a\n");
   }
   SECTION("an invalid spec reaches the consumer as a SpecError") {
     const ProcessResult r = run_process({app, "head_dim=100", "arch=sm_90a"});
@@ -68,6 +68,6 @@ TEST_CASE("the installed package builds and runs a consumer project", "[install]
   SECTION("the installed CLI runs from the prefix") {
     const ProcessResult r = run_checked(
         {(prefix / "bin/xqajit").string(), "spec", "input=bf16", "kv=fp8", "group=8", "arch=sm_90a"});
-    CHECK(r.out.rfind("gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t128_sm90a\n", 0) == 0);
+    CHECK(r.out.rfind("gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t128_portable_sm90a\n", 0) == 0);
   }
 }

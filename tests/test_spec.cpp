@@ -28,22 +28,22 @@ bool has_flag(const KernelSpec& s, const std::string& flag) {
 TEST_CASE("golden canonical names", "[spec]") {
   // These names are the cache keys on disk and in bundles: changing them
   // orphans every cached cubin, so they are pinned here.
-  CHECK(canonical_name(gqa()) == "gqa_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64_sm90a");
+  CHECK(canonical_name(gqa()) == "gqa_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64_portable_sm90a");
   CHECK(canonical_name(gqa({{"input", "bf16"}, {"kv", "fp8"}, {"group", "8"}})) ==
-        "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t128_sm90a");
+        "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t128_portable_sm90a");
   CHECK(canonical_name(gqa({{"input", "bf16"}, {"kv", "fp8"}, {"output", "fp8"}, {"head_dim", "256"},
                             {"page_size", "16"}, {"q_len", "4"}, {"sliding_window", "1"},
                             {"arch", "sm_120a"}})) ==
-        "gqa_bf16_kvfp8_ofp8_d256_p16_g1_q4_sw1_t64_sm120a");
+        "gqa_bf16_kvfp8_ofp8_d256_p16_g1_q4_sw1_t64_portable_sm120a");
   // The fp8-cache tile default: 128 keys for one row tile at D <= 128, else as 16-bit.
-  CHECK(canonical_name(gqa({{"kv", "fp8"}, {"group", "16"}})) == "gqa_fp16_kvfp8_ofp16_d128_p64_g16_q1_sw0_t128_sm90a");
-  CHECK(canonical_name(gqa({{"kv", "fp8"}, {"group", "32"}})) == "gqa_fp16_kvfp8_ofp16_d128_p64_g32_q1_sw0_t64_sm90a");
-  CHECK(canonical_name(gqa({{"kv", "fp8"}, {"group", "8"}, {"q_len", "3"}})) == "gqa_fp16_kvfp8_ofp16_d128_p64_g8_q3_sw0_t64_sm90a");
-  CHECK(canonical_name(gqa({{"kv", "fp8"}, {"head_dim", "256"}})) == "gqa_fp16_kvfp8_ofp16_d256_p64_g1_q1_sw0_t64_sm90a");
+  CHECK(canonical_name(gqa({{"kv", "fp8"}, {"group", "16"}})) == "gqa_fp16_kvfp8_ofp16_d128_p64_g16_q1_sw0_t128_portable_sm90a");
+  CHECK(canonical_name(gqa({{"kv", "fp8"}, {"group", "32"}})) == "gqa_fp16_kvfp8_ofp16_d128_p64_g32_q1_sw0_t64_portable_sm90a");
+  CHECK(canonical_name(gqa({{"kv", "fp8"}, {"group", "8"}, {"q_len", "3"}})) == "gqa_fp16_kvfp8_ofp16_d128_p64_g8_q3_sw0_t64_portable_sm90a");
+  CHECK(canonical_name(gqa({{"kv", "fp8"}, {"head_dim", "256"}})) == "gqa_fp16_kvfp8_ofp16_d256_p64_g1_q1_sw0_t64_portable_sm90a");
   CHECK(canonical_name(spec_from_fields({{"kind", "mla"}, {"group", "128"}, {"arch", "sm_90"}})) ==
-        "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t64_sm90");
+        "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t32_portable_sm90");
   CHECK(canonical_name(spec_from_fields({{"kind", "mla"}, {"input", "fp8"}, {"group", "16"}, {"arch", "sm_120a"}})) ==
-        "mla_fp8_kvfp8_obf16_d576_p64_g16_q1_sw0_t64_sm120a");
+        "mla_fp8_kvfp8_obf16_d576_p64_g16_q1_sw0_t32_portable_sm120a");
 }
 
 TEST_CASE("names parse back to the same spec", "[spec]") {
@@ -67,10 +67,10 @@ TEST_CASE("field order and defaults do not change the name", "[spec]") {
 
 TEST_CASE("malformed names are rejected", "[spec]") {
   for (const char* bad : {"", "gqa", "gqa_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64",
-                          "gqa_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64_sm90a_extra",
+                          "gqa_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64_portable_sm90a_extra",
                           "xyz_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64_sm90a",
-                          "gqa_fp16_kvfp16_ofp16_d100_p64_g1_q1_sw0_t64_sm90a",
-                          "gqa_fp16_kvfp16_ofp16_d128_p64_g01_q1_sw0_t64_sm90a"}) {
+                          "gqa_fp16_kvfp16_ofp16_d100_p64_g1_q1_sw0_t64_portable_sm90a",
+                          "gqa_fp16_kvfp16_ofp16_d128_p64_g01_q1_sw0_t64_portable_sm90a"}) {
     INFO(bad);
     CHECK_THROWS_AS(parse_name(bad), SpecError);
   }
@@ -109,7 +109,13 @@ TEST_CASE("invalid combinations are rejected", "[spec]") {
   // MLA: head dim 576 only, bf16 output, kv = input, no sliding window.
   CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"head_dim", "128"}, {"arch", "sm_90a"}}); }).field() == "head_dim");
   CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"input", "fp16"}, {"arch", "sm_90a"}}); }).field() == "input");
-  CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"kv", "fp8"}, {"arch", "sm_90a"}}); }).field() == "kv");
+  CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"input", "fp8"}, {"kv", "bf16"}, {"arch", "sm_90a"}}); }).field() == "kv");
+  // ... but a bf16 Q over an fp8 cache is a deployment MLA serves.
+  CHECK(canonical_name(spec_from_fields({{"kind", "mla"}, {"kv", "fp8"}, {"arch", "sm_90a"}})) ==
+        "mla_bf16_kvfp8_obf16_d576_p64_g16_q1_sw0_t64_hopper_sm90a");
+  CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"group", "24"}, {"arch", "sm_90a"}}); }).allowed().find("16, 32, 64, 128") != std::string::npos);
+  CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"page_size", "16"}, {"arch", "sm_90a"}}); }).field() == "page_size");
+  CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"q_len", "5"}, {"arch", "sm_90a"}}); }).field() == "q_len");
   CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"sliding_window", "1"}, {"arch", "sm_90a"}}); }).field() == "sliding_window");
   // An arch the installed NVRTC cannot target.
   KernelSpec s = gqa({{"arch", "sm_121a"}});
@@ -149,6 +155,36 @@ TEST_CASE("flags per family", "[spec]") {
   const auto mla_fp8 = spec_from_fields({{"kind", "mla"}, {"input", "fp8"}, {"group", "128"}, {"arch", "sm_90a"}});
   CHECK(has_flag(mla_fp8, "-DMLA_BF16=0"));
   CHECK(has_flag(mla_fp8, "-DCACHE_ELEM_ENUM=2"));
+  CHECK(has_flag(mla_fp8, "-DINPUT_FP8=1"));
+  const auto mla_mixed = spec_from_fields({{"kind", "mla"}, {"kv", "fp8"}, {"arch", "sm_90a"}});
+  CHECK(has_flag(mla_mixed, "-DMLA_BF16=0"));
+  CHECK(has_flag(mla_mixed, "-DINPUT_FP8=0"));
+  CHECK(has_flag(mla_mixed, "-DCACHE_ELEM_ENUM=2"));
+}
+
+TEST_CASE("backends resolve by arch and are named", "[spec]") {
+  auto mla = [](const char* arch, const char* backend) {
+    return spec_from_fields({{"kind", "mla"}, {"arch", arch}, {"backend", backend}});
+  };
+  CHECK(normalized(mla("sm_90a", "auto")).backend == Backend::hopper);
+  CHECK(normalized(mla("sm_90", "auto")).backend == Backend::portable);
+  CHECK(normalized(mla("sm_120a", "auto")).backend == Backend::portable);
+  CHECK(normalized(mla("sm_90a", "portable")).backend == Backend::portable);
+  CHECK(canonical_name(mla("sm_90a", "portable")) == "mla_bf16_kvbf16_obf16_d576_p64_g16_q1_sw0_t32_portable_sm90a");
+  // hopper needs sm_90a; the error says what this arch has.
+  auto e = spec_error([&] { mla("sm_120a", "hopper"); });
+  CHECK(e.field() == "backend");
+  CHECK(e.allowed().find("portable") != std::string::npos);
+  CHECK(e.allowed().find("sm_90a") != std::string::npos);
+  CHECK(spec_error([&] { mla("sm_90", "hopper"); }).field() == "backend");
+  // GQA has one backend today.
+  CHECK(spec_error([] { gqa({{"backend", "hopper"}}); }).field() == "backend");
+  CHECK(normalized(gqa({{"backend", "auto"}})).backend == Backend::portable);
+  CHECK(spec_error([] { gqa({{"backend", "fast"}}); }).allowed() == "auto, portable, hopper");
+  // Names carry only resolved backends.
+  CHECK_THROWS_AS(parse_name("gqa_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64_auto_sm90a"), SpecError);
+  CHECK(parse_name("mla_fp8_kvfp8_obf16_d576_p32_g128_q2_sw0_t64_hopper_sm90a").backend == Backend::hopper);
+  CHECK(backends_for(Kind::mla, Arch::parse("sm_90a")) == std::vector<Backend>{Backend::hopper, Backend::portable});
 }
 
 TEST_CASE("arch parsing", "[spec]") {

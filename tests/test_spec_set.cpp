@@ -38,10 +38,10 @@ TEST_CASE("a product of lists expands to every combination", "[spec_set]") {
   REQUIRE(set.specs.size() == 4);
   CHECK(set.skipped.empty());
   CHECK(names_of(set) == std::set<std::string>{
-                             "gqa_fp16_kvfp16_ofp16_d64_p64_g4_q1_sw0_t64_sm90a",
-                             "gqa_fp16_kvfp16_ofp16_d128_p64_g4_q1_sw0_t64_sm90a",
-                             "gqa_bf16_kvbf16_obf16_d64_p64_g4_q1_sw0_t64_sm90a",
-                             "gqa_bf16_kvbf16_obf16_d128_p64_g4_q1_sw0_t64_sm90a",
+                             "gqa_fp16_kvfp16_ofp16_d64_p64_g4_q1_sw0_t64_portable_sm90a",
+                             "gqa_fp16_kvfp16_ofp16_d128_p64_g4_q1_sw0_t64_portable_sm90a",
+                             "gqa_bf16_kvbf16_obf16_d64_p64_g4_q1_sw0_t64_portable_sm90a",
+                             "gqa_bf16_kvbf16_obf16_d128_p64_g4_q1_sw0_t64_portable_sm90a",
                          });
   // Several objects add up; a single object (not in a list) is accepted too.
   CHECK(expand_json(R"([{"arch": "sm_90a"}, {"arch": "sm_80", "page_size": [16, 32]}])").specs.size() == 3);

@@ -14,6 +14,11 @@ namespace xqajit {
 enum class Kind { gqa, mla };
 enum class DType { fp16, bf16, fp8 };  // fp8 is e4m3
 
+/// Which implementation of a family runs. `automatic` resolves from the arch
+/// (hopper where the family has one and the arch is sm_90a, else portable);
+/// the resolved backend is part of the canonical name.
+enum class Backend { automatic, portable, hopper };
+
 /// A CUDA target, e.g. sm_90a = {9, 0, true}. `accel` is the arch-specific
 /// ("a") variant: its cubin runs only on exactly that arch.
 struct Arch {
@@ -43,6 +48,7 @@ struct KernelSpec {
   bool sliding_window = false;
   Arch arch;
   int kv_tile = 0;           // variant knob: KV tokens per CTA step; 0 = the kernel's default
+  Backend backend = Backend::automatic;
 
   friend bool operator==(const KernelSpec& a, const KernelSpec& b);
   friend bool operator!=(const KernelSpec& a, const KernelSpec& b) { return !(a == b); }
@@ -50,6 +56,10 @@ struct KernelSpec {
 
 std::string to_string(Kind k);
 std::string to_string(DType d);
+std::string to_string(Backend b);
+Backend parse_backend(const std::string& text);
+/// The backends `kind` has on `arch`, best first (never empty for a valid arch).
+std::vector<Backend> backends_for(Kind kind, const Arch& arch);
 DType parse_dtype(const std::string& field, const std::string& text);
 int dtype_bytes(DType d);
 
@@ -57,12 +67,12 @@ int dtype_bytes(DType d);
 /// nvrtcGetSupportedArchs, as numbers like 90) is checked when not empty.
 void validate(const KernelSpec& spec, const std::vector<int>& supported_archs = {});
 
-/// The spec with defaults resolved (kv_tile), so equal kernels get equal names.
+/// The spec with defaults resolved (backend, kv_tile), so equal kernels get equal names.
 /// Validates first.
 KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_archs = {});
 
 /// Deterministic, filesystem-safe name, e.g.
-///   gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_sm90a
+///   gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_portable_sm90a
 /// Normalizes (and so validates) first.
 std::string canonical_name(const KernelSpec& spec);
 

@@ -13,7 +13,7 @@
 
 #include "support/gpu_buffers.hpp"
 #include "support/reference.hpp"
-#include "xqajit/decode.hpp"
+#include "xqajit/ops/decode.hpp"
 
 namespace xqajit::testing {
 

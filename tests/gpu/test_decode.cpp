@@ -12,7 +12,7 @@
 #include <random>
 
 #include "gpu/decode_problem.hpp"
-#include "xqajit/decode.hpp"
+#include "xqajit/ops/decode.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/error.hpp"
 

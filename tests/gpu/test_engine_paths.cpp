@@ -16,7 +16,7 @@
 #include "support/temp_dir.hpp"
 #include "xqajit/bundle.hpp"
 #include "xqajit/compiler.hpp"
-#include "xqajit/decode.hpp"
+#include "xqajit/ops/decode.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/error.hpp"
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "xqajit/decode.hpp"
+#include "xqajit/ops/decode.hpp"
 
 namespace xqajit::testing {
 

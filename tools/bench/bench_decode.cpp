@@ -16,7 +16,7 @@
 
 #include "support/gpu_buffers.hpp"
 #include "support/reference.hpp"
-#include "xqajit/decode.hpp"
+#include "xqajit/ops/decode.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/error.hpp"
 

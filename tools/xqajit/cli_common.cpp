@@ -58,7 +58,7 @@ KernelSpec spec_from_args(const std::vector<std::string>& args, const Options& o
 
 std::string spec_args_help() {
   return fmt::format(
-      "a canonical NAME (e.g. gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t128_sm90a) or FIELD=VALUE "
+      "a canonical NAME (e.g. gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t128_portable_sm90a) or FIELD=VALUE "
       "arguments in any order; fields: {}. Defaults: kind=gqa, kv=input, output=input, q_len=1, "
       "sliding_window=0, arch=the current GPU's (required without a GPU)",
       fmt::join(spec_field_names(), ", "));

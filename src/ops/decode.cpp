@@ -1,4 +1,4 @@
-#include "xqajit/decode.hpp"
+#include "xqajit/ops/decode.hpp"
 
 #include <fmt/format.h>
 
@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <utility>
 
+#include "ops/arg_checks.hpp"
 #include "xqajit/decode_args.h"
 #include "xqajit/error.hpp"
+#include "xqajit/ops/split_plan.hpp"
 
 namespace xqajit {
 namespace {
@@ -16,47 +18,16 @@ namespace {
 // Every struct member is 8 or 4 bytes; pin the layout the kernel sees.
 static_assert(sizeof(XqajitDecodeArgs) == 248, "XqajitDecodeArgs changed: update the kernel too");
 
-constexpr int kMaxSplits = 64;
-constexpr int kMinSplitTiles = 2;  // a split shorter than this costs more to merge than it saves
-constexpr int kShortSplitTiles = 8;  // below this, one CTA per SM beats filling every resident slot
+constexpr const char* kOp = "decode";
 
-[[noreturn]] void fail(const char* field, const std::string& why) {
-  throw ArgumentError(fmt::format("decode: {} {}", field, why));
-}
-
+[[noreturn]] void fail(const char* field, const std::string& why) { ops::fail(kOp, field, why); }
 void require_ptr(const void* p, const char* field, bool aligned16 = true) {
-  if (p == nullptr) fail(field, "is null");
-  if (aligned16 && reinterpret_cast<std::uintptr_t>(p) % 16 != 0)
-    fail(field, fmt::format("({}) is not 16-byte aligned", p));
+  ops::require_ptr(kOp, p, field, aligned16);
 }
-
-bool one_of(int v, std::initializer_list<int> allowed) {
-  return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
-}
-
-struct Dim {
-  std::int64_t extent, stride;
-  const char* name;
-};
-
-// Strides must keep 16-byte rows aligned and must not make two elements alias.
+using ops::Dim;
+using ops::one_of;
 void check_strides(const char* tensor, std::array<Dim, 3> dims, int head_dim, int elem_bytes) {
-  const int align = 16 / elem_bytes;
-  for (const Dim& d : dims) {
-    if (d.stride <= 0)
-      fail(d.name, fmt::format("= {} must be positive", d.stride));
-    if (d.stride % align != 0)
-      fail(d.name, fmt::format("= {} must be a multiple of {} elements (16 bytes) for {}", d.stride,
-                               align, tensor));
-  }
-  std::array<Dim, 4> all = {Dim{head_dim, 1, "head_dim"}, dims[0], dims[1], dims[2]};
-  std::sort(all.begin(), all.end(), [](const Dim& a, const Dim& b) { return a.stride < b.stride; });
-  for (size_t i = 1; i < all.size(); ++i) {
-    const Dim& prev = all[i - 1];
-    if (prev.extent > 1 && all[i].extent > 1 && all[i].stride < prev.stride * prev.extent)
-      fail(all[i].name, fmt::format("= {} makes {} overlap itself: {} spans {} x {} elements",
-                                    all[i].stride, tensor, prev.name, prev.extent, prev.stride));
-  }
+  ops::check_strides(kOp, tensor, dims, head_dim, elem_bytes);
 }
 
 struct Strides {
@@ -183,46 +154,22 @@ DecodePlan decode_plan(const DecodeParams& p, const DeviceInfo& device) {
   std::int64_t covered = max_len;
   if (p.sliding_window > 0) covered = std::min<std::int64_t>(max_len, p.sliding_window + p.q_len - 1 + tile);
 
-  const std::int64_t base_ctas = static_cast<std::int64_t>(p.batch) * p.num_kv_heads * geo.row_blocks;
+  SplitRequest request;
+  request.covered_keys = covered;
+  request.base_ctas = static_cast<std::int64_t>(p.batch) * p.num_kv_heads * geo.row_blocks;
+  request.kv_tile = tile;
+  request.threads = geo.threads;
+  request.smem_bytes = geo.smem_bytes;
   // The merging CTA stages (max, sum) of every split and row in its shared memory.
-  const int merge_cap = std::min<int>(
-      kMaxSplits, (geo.union_bytes / 4 - 2 * geo.rows_per_cta) / (2 * geo.rows_per_cta));
-  int splits = p.num_splits;
-  if (splits > merge_cap)
-    fail("num_splits", fmt::format("= {}: this spec merges at most {} splits", splits, merge_cap));
-  if (splits == 0) {
-    // Memory-bound: fill the resident CTA slots once, no more (merging is not free
-    // and a partial second wave costs a whole tile of latency).
-    const int per_sm = std::max(1, std::min(device.max_smem_per_block_optin / (geo.smem_bytes + 1024),
-                                            2048 / geo.threads));
-    const std::int64_t slots = static_cast<std::int64_t>(std::max(1, device.sm_count)) * per_sm;
-    const std::int64_t max_splits = std::clamp<std::int64_t>(covered / (kMinSplitTiles * tile), 1, merge_cap);
-    std::int64_t by_slots = std::clamp<std::int64_t>(slots / std::max<std::int64_t>(1, base_ctas), 1, max_splits);
-    // Short splits: each CTA pays fixed costs (two dependent round trips before its first
-    // tile, its partial write, its share of the merge). Below kShortSplitTiles tiles those
-    // outweigh a second CTA per SM, so fill the SMs once instead (run 8 sweep, H200,
-    // B=1 L=8192: bf16 t64 32 -> 16 splits 15.4 -> 14.7 us, fp8 t128 14.3 -> 12.8 us;
-    // long sequences keep the slot rule: B=1 L=65536 fp8 32 splits beat 47 and 64).
-    const std::int64_t split_tiles = (covered + by_slots * tile - 1) / (by_slots * tile);
-    if (per_sm > 1 && split_tiles < kShortSplitTiles)
-      by_slots = std::clamp<std::int64_t>(std::max(1, device.sm_count) / std::max<std::int64_t>(1, base_ctas), 1,
-                                          max_splits);
-    splits = static_cast<int>(by_slots);
-  }
-  std::int64_t split_tokens = (covered + splits - 1) / splits;
-  split_tokens = std::max<std::int64_t>(tile, (split_tokens + tile - 1) / tile * tile);
-  splits = static_cast<int>(std::max<std::int64_t>(1, (covered + split_tokens - 1) / split_tokens));
-  plan.num_splits = splits;
-  plan.split_tokens = static_cast<int>(split_tokens);
-  plan.grid[0] = static_cast<unsigned>(splits);
+  request.merge_cap = std::min<int>(kMaxSplits, (geo.union_bytes / 4 - 2 * geo.rows_per_cta) / (2 * geo.rows_per_cta));
+  request.requested = p.num_splits;
+  const SplitPlan split = plan_splits(kOp, request, device);
+  plan.num_splits = split.num_splits;
+  plan.split_tokens = split.split_tokens;
+  plan.grid[0] = static_cast<unsigned>(split.num_splits);
   plan.grid[1] = static_cast<unsigned>(p.num_kv_heads * geo.row_blocks);
   plan.grid[2] = static_cast<unsigned>(p.batch);
-  if (splits > 1) {
-    const std::size_t counters = static_cast<std::size_t>(base_ctas) * sizeof(unsigned);
-    const std::size_t counters_aligned = (counters + 255) / 256 * 256;
-    const std::size_t slots = static_cast<std::size_t>(base_ctas) * splits * geo.rows_per_cta;
-    plan.workspace_bytes = counters_aligned + slots * (p.head_dim + 2) * sizeof(float);
-  }
+  plan.workspace_bytes = split_workspace_bytes(request.base_ctas, split.num_splits, geo.rows_per_cta, p.head_dim);
   return plan;
 }
 
@@ -236,17 +183,8 @@ void decode(Engine& engine, const DecodeParams& p, Stream stream) {
   Driver& driver = Driver::instance();
   const int device = driver.stream_device(stream);
   const DecodePlan plan = decode_plan(p, driver.device(device));
-  if (plan.workspace_bytes > 0) {
-    if (p.workspace == nullptr)
-      fail("workspace", fmt::format("is null but this launch splits the sequence {} ways and needs "
-                                    "{} bytes (decode_workspace_size); allocate it once, zeroed",
-                                    plan.num_splits, plan.workspace_bytes));
-    if (reinterpret_cast<std::uintptr_t>(p.workspace) % 256 != 0)
-      fail("workspace", "is not 256-byte aligned");
-    if (p.workspace_bytes < plan.workspace_bytes)
-      fail("workspace_bytes", fmt::format("= {} but this launch needs {} (decode_workspace_size)",
-                                          p.workspace_bytes, plan.workspace_bytes));
-  }
+  check_workspace(kOp, p.workspace, p.workspace_bytes, plan.workspace_bytes, plan.num_splits,
+                  "decode_workspace_size");
   const LoadedKernel& kernel = engine.kernel(plan.spec, device, stream);
 
   const Strides s = resolved_strides(p);
@@ -268,9 +206,8 @@ void decode(Engine& engine, const DecodeParams& p, Stream stream) {
   args.window = p.sliding_window;
   const std::int64_t num_ctas = static_cast<std::int64_t>(p.batch) * plan.grid[1];
   if (plan.num_splits > 1) {
-    const std::size_t counters_aligned = (num_ctas * sizeof(unsigned) + 255) / 256 * 256;
     args.counters = static_cast<unsigned*>(p.workspace);
-    args.partial = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + counters_aligned);
+    args.partial = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + split_counter_bytes(num_ctas));
   }
   args.q_stride_batch = s.q_b;
   args.q_stride_token = s.q_t;

@@ -1,0 +1,112 @@
+#pragma once
+/// GQA / MHA decode attention over a paged KV cache: the typed launcher.
+///
+///   DecodeParams --decode_spec()--> KernelSpec --engine--> kernel --launch on your stream
+///
+/// decode() validates every argument first (ArgumentError naming the field),
+/// then launches with no host sync, no allocation and — once the kernel is
+/// loaded — no compile, so it can be captured into a CUDA graph.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "xqajit/driver.hpp"
+#include "xqajit/engine.hpp"
+#include "xqajit/spec.hpp"
+
+namespace xqajit {
+
+/// How K/V pages are laid out when their strides are left at 0.
+enum class KvLayout {
+  nhd,  ///< [num_pages, page_size, num_kv_heads, head_dim]
+  hnd,  ///< [num_pages, num_kv_heads, page_size, head_dim]
+};
+
+/// Everything one decode launch reads. Pointers are device pointers (16-byte
+/// aligned); strides are in elements of the tensor's own dtype and 0 means "the
+/// contiguous default"; the head_dim axis is always contiguous.
+struct DecodeParams {
+  // --- tensors ---
+  const void* q = nullptr;       ///< [batch, q_len, num_q_heads, head_dim], `input` dtype
+  void* out = nullptr;           ///< [batch, q_len, num_q_heads, head_dim], `output` dtype
+  const void* k_cache = nullptr; ///< K pages, `kv` dtype (layout below)
+  const void* v_cache = nullptr; ///< V pages, `kv` dtype
+  const std::int32_t* block_table = nullptr;  ///< [batch, block_table_stride] page indices
+  const std::int32_t* seq_lens = nullptr;     ///< [batch] keys per request; 0 gives zeros
+
+  // --- dtypes ---
+  DType input = DType::bf16;   ///< fp16 or bf16
+  DType kv = DType::bf16;      ///< `input` or fp8 (e4m3)
+  DType output = DType::bf16;  ///< `input`, or fp8 with an fp8 cache (scaled by rcp_out_scale)
+
+  // --- shapes ---
+  int batch = 0;
+  int q_len = 1;               ///< query tokens per request; > 1 needs spec_mask
+  int num_q_heads = 0;
+  int num_kv_heads = 0;        ///< must divide num_q_heads
+  int head_dim = 128;          ///< 64, 128, 256
+  int page_size = 64;          ///< tokens per page: 16, 32, 64, 128
+  int num_pages = 0;           ///< pages in each cache (for stride checks; 0 = unknown)
+  int max_pages_per_seq = 0;   ///< block_table columns used; seq_lens are clamped to this * page_size
+  std::int64_t block_table_stride = 0;  ///< 0 = max_pages_per_seq
+
+  // --- strides (elements; 0 = contiguous default) ---
+  std::int64_t q_stride_batch = 0, q_stride_token = 0, q_stride_head = 0;
+  std::int64_t out_stride_batch = 0, out_stride_token = 0, out_stride_head = 0;
+  KvLayout kv_layout = KvLayout::nhd;
+  std::int64_t k_stride_page = 0, k_stride_token = 0, k_stride_head = 0;
+  std::int64_t v_stride_page = 0, v_stride_token = 0, v_stride_head = 0;
+
+  // --- scales: a non-null device pointer wins over the host value ---
+  float q_scale = 1.f;
+  float kv_scale = 1.f;          ///< dequantisation scale of an fp8 cache (ignored for 16-bit)
+  float rcp_out_scale = 1.f;     ///< reciprocal output scale, fp8 output only
+  const float* q_scale_ptr = nullptr;
+  const float* kv_scale_ptr = nullptr;
+  const float* rcp_out_scale_ptr = nullptr;
+
+  // --- variants ---
+  int sliding_window = 0;        ///< > 0: each query sees only its last `sliding_window` keys
+  const float* sinks = nullptr;  ///< [num_q_heads] fp32 attention sinks, or null
+  const std::uint32_t* spec_mask = nullptr;  ///< [batch, q_len, ceil(q_len/32)] packed bits (LSB first)
+
+  // --- split-KV ---
+  int num_splits = 0;            ///< CTAs along the sequence; 0 = chosen from the device and shapes
+  int kv_tile = 0;               ///< KV tokens per pipeline step; 0 = the spec default
+  void* workspace = nullptr;     ///< zeroed ONCE at allocation; never re-zeroed between launches
+  std::size_t workspace_bytes = 0;
+
+  // --- launch ---
+  /// Programmatic dependent launch on sm_90+: this launch's CTAs may become
+  /// resident while the previous kernel in the stream drains; the kernel waits
+  /// (griddepcontrol.wait) before its first global read, so it sees every
+  /// upstream write. false: a plain stream-ordered launch.
+  bool programmatic_dependent_launch = true;
+};
+
+/// Throws ArgumentError naming the first invalid field. Needs no GPU.
+void validate(const DecodeParams& params);
+
+/// The kernel spec a decode with these params runs on `arch`.
+KernelSpec decode_spec(const DecodeParams& params, const Arch& arch);
+
+/// How a launch splits the sequence (the same plan decode() will use).
+struct DecodePlan {
+  KernelSpec spec;
+  int num_splits = 1;
+  int split_tokens = 0;          ///< keys per split
+  unsigned grid[3] = {1, 1, 1};
+  unsigned threads = 0;
+  unsigned smem_bytes = 0;
+  std::size_t workspace_bytes = 0;
+};
+DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device);
+
+/// Workspace bytes decode() needs on `device` for these shapes (0 when one
+/// split suffices). Allocate once, zero once, reuse for every launch and replay.
+std::size_t decode_workspace_size(const DecodeParams& params, const DeviceInfo& device);
+
+/// Launches decode attention on `stream` (the device is the stream's).
+void decode(Engine& engine, const DecodeParams& params, Stream stream);
+
+}  // namespace xqajit

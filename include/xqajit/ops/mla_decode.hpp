@@ -1,0 +1,97 @@
+#pragma once
+/// MLA decode (DeepSeek-V2/V3-style multi-head latent attention) over a paged
+/// latent cache: the typed launcher.
+///
+///   MlaDecodeParams --mla_decode_spec()--> KernelSpec --engine--> kernel --launch on your stream
+///
+/// Every head reads one shared latent row per token: 576 values (512 latent +
+/// 64 rope) used as K, the first 512 as V. Two backends: `hopper` (sm_90a,
+/// wgmma) and `portable` (mma.sync, sm_80+); backend=auto picks by the arch.
+/// Like decode(), mla_decode() checks every argument first (ArgumentError
+/// naming the field), then launches with no host sync, no allocation and, once
+/// the kernel is loaded, no compile: the whole call can sit inside a captured
+/// CUDA graph (lengths and scales are read on the device).
+
+#include <cstddef>
+#include <cstdint>
+
+#include "xqajit/driver.hpp"
+#include "xqajit/engine.hpp"
+#include "xqajit/spec.hpp"
+
+namespace xqajit {
+
+struct MlaDecodeParams {
+  // --- tensors (device pointers, 16-byte aligned) ---
+  const void* q = nullptr;         ///< [batch, q_len, num_heads, 576], `input` dtype
+  void* out = nullptr;             ///< [batch, q_len, num_heads, 512], bf16
+  const void* kv_cache = nullptr;  ///< [num_pages, page_size, 576] latent rows, `kv` dtype
+  const std::int32_t* block_table = nullptr;  ///< [batch, block_table_stride] page indices
+  const std::int32_t* seq_lens = nullptr;     ///< [batch] keys per request (incl. the q_len new ones); 0 gives zeros
+  /// [batch, q_len] packed bits (LSB first) over the last q_len keys; null with
+  /// q_len > 1 means causal (token t sees drafts 0..t).
+  const std::uint32_t* spec_mask = nullptr;
+
+  // --- dtypes: fp8 Q + fp8 cache, bf16 Q + bf16 cache, or bf16 Q + fp8 cache ---
+  DType input = DType::bf16;
+  DType kv = DType::bf16;
+
+  // --- shapes ---
+  int batch = 0;
+  int q_len = 1;              ///< 1 to 4 (multi-token prediction)
+  int num_heads = 0;          ///< Q heads per request: 16, 32, 64, 128
+  int page_size = 64;         ///< 32 or 64
+  int num_pages = 0;          ///< pages in the cache (for stride checks; 0 = unknown)
+  int max_pages_per_seq = 0;  ///< block_table columns used; seq_lens are clamped to this * page_size
+  std::int64_t block_table_stride = 0;  ///< 0 = max_pages_per_seq
+
+  // --- strides (elements; 0 = contiguous default); the last axis is contiguous ---
+  std::int64_t q_stride_batch = 0, q_stride_token = 0, q_stride_head = 0;
+  std::int64_t out_stride_batch = 0, out_stride_token = 0, out_stride_head = 0;
+  std::int64_t kv_stride_page = 0, kv_stride_token = 0;  ///< e.g. a view into a larger pool
+
+  // --- scales: logits = q.k * sm_scale * q_scale * kv_scale; out = softmax.V * kv_scale ---
+  float sm_scale = 0.f;       ///< required (> 0): DeepSeek-V3 uses 1/sqrt(192), not 1/sqrt(576)
+  float q_scale = 1.f;        ///< dequantisation of an fp8 Q
+  float kv_scale = 1.f;       ///< dequantisation of an fp8 cache
+  const float* q_scale_ptr = nullptr;   ///< device pointers win (graph replays can change them)
+  const float* kv_scale_ptr = nullptr;
+
+  // --- variants ---
+  Backend backend = Backend::automatic;
+  int kv_tile = 0;            ///< 0 = the backend's default
+  int num_splits = 0;         ///< CTAs along the sequence; 0 = chosen from the device and shapes
+  void* workspace = nullptr;  ///< zeroed ONCE at allocation; never re-zeroed between launches
+  std::size_t workspace_bytes = 0;
+
+  /// Programmatic dependent launch on sm_90+ (see DecodeParams).
+  bool programmatic_dependent_launch = true;
+};
+
+/// Throws ArgumentError naming the first invalid field. Needs no GPU.
+void validate(const MlaDecodeParams& params);
+
+/// The kernel spec an MLA decode with these params runs on `arch` (backend resolved).
+KernelSpec mla_decode_spec(const MlaDecodeParams& params, const Arch& arch);
+
+/// How a launch maps onto the GPU (the same plan mla_decode() will use).
+struct MlaDecodePlan {
+  KernelSpec spec;            ///< normalized: backend and kv_tile resolved
+  int num_splits = 1;
+  int split_tokens = 0;
+  int rows_per_cta = 0;
+  unsigned grid[3] = {1, 1, 1};
+  unsigned threads = 0;
+  unsigned smem_bytes = 0;
+  std::size_t workspace_bytes = 0;
+};
+MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& device);
+
+/// Workspace bytes mla_decode() needs on `device` for these shapes (0 when one
+/// split suffices). Allocate once, zero once, reuse for every launch and replay.
+std::size_t mla_decode_workspace_size(const MlaDecodeParams& params, const DeviceInfo& device);
+
+/// Launches MLA decode on `stream` (the device is the stream's).
+void mla_decode(Engine& engine, const MlaDecodeParams& params, Stream stream);
+
+}  // namespace xqajit

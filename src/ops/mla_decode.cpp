@@ -1,0 +1,220 @@
+#include "xqajit/ops/mla_decode.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+
+#include "ops/arg_checks.hpp"
+#include "xqajit/error.hpp"
+#include "xqajit/mla_args.h"
+#include "xqajit/ops/split_plan.hpp"
+// TRANSITIONAL (removed once both backends land): the geometry headers come with the kernels.
+#if __has_include("mla/hopper_geometry.h") && __has_include("mla/portable_geometry.h")
+#include "mla/hopper_geometry.h"
+#include "mla/portable_geometry.h"
+#define XQAJIT_HAVE_MLA_GEOMETRY 1
+#endif
+
+namespace xqajit {
+namespace {
+
+// Pin the layout the kernels see (every member is 8 or 4 bytes).
+static_assert(sizeof(XqajitMlaArgs) == 184, "XqajitMlaArgs changed: update both MLA kernels too");
+
+constexpr const char* kOp = "mla_decode";
+constexpr int kQkDim = XQAJIT_MLA_QK_DIM;
+constexpr int kVDim = XQAJIT_MLA_V_DIM;
+
+[[noreturn]] void fail(const char* field, const std::string& why) { ops::fail(kOp, field, why); }
+
+struct Strides {
+  std::int64_t q_b, q_t, q_h, o_b, o_t, o_h, kv_p, kv_t;
+};
+
+Strides resolved_strides(const MlaDecodeParams& p) {
+  auto pick = [](std::int64_t v, std::int64_t dflt) { return v != 0 ? v : dflt; };
+  const std::int64_t H = p.num_heads;
+  Strides s{};
+  s.q_h = pick(p.q_stride_head, kQkDim);
+  s.q_t = pick(p.q_stride_token, H * kQkDim);
+  s.q_b = pick(p.q_stride_batch, p.q_len * H * kQkDim);
+  s.o_h = pick(p.out_stride_head, kVDim);
+  s.o_t = pick(p.out_stride_token, H * kVDim);
+  s.o_b = pick(p.out_stride_batch, p.q_len * H * kVDim);
+  s.kv_t = pick(p.kv_stride_token, kQkDim);
+  s.kv_p = pick(p.kv_stride_page, p.page_size * s.kv_t);
+  return s;
+}
+
+XqajitMlaGeometry geometry([[maybe_unused]] const KernelSpec& spec) {
+#ifndef XQAJIT_HAVE_MLA_GEOMETRY
+  throw NotAvailableError("mla_decode: this build has no MLA kernels");
+#else
+  const int cache_bytes = dtype_bytes(spec.kv), q_bytes = dtype_bytes(spec.input);
+  return spec.backend == Backend::hopper
+             ? xqajit_mla_hopper_geometry(spec.group, spec.q_len, spec.kv_tile, cache_bytes, q_bytes,
+                                          spec.arch.number())
+             : xqajit_mla_portable_geometry(spec.group, spec.q_len, spec.kv_tile, cache_bytes, q_bytes,
+                                            spec.arch.number());
+#endif
+}
+
+}  // namespace
+
+void validate(const MlaDecodeParams& p) {
+  using ops::Dim;
+  using ops::one_of;
+  ops::require_ptr(kOp, p.q, "q");
+  ops::require_ptr(kOp, p.out, "out");
+  ops::require_ptr(kOp, p.kv_cache, "kv_cache");
+  ops::require_ptr(kOp, p.block_table, "block_table", false);
+  ops::require_ptr(kOp, p.seq_lens, "seq_lens", false);
+  if (p.input != DType::bf16 && p.input != DType::fp8)
+    fail("input", fmt::format("= {}: allowed bf16, fp8", to_string(p.input)));
+  if (p.kv != p.input && !(p.input == DType::bf16 && p.kv == DType::fp8))
+    fail("kv", fmt::format("= {} with input {}: allowed {}", to_string(p.kv), to_string(p.input),
+                           p.input == DType::fp8 ? "fp8" : "bf16, fp8"));
+  if (p.batch < 1 || p.batch > 65535) fail("batch", fmt::format("= {}: allowed 1 to 65535", p.batch));
+  if (p.q_len < 1 || p.q_len > 4) fail("q_len", fmt::format("= {}: allowed 1 to 4", p.q_len));
+  if (!one_of(p.num_heads, {16, 32, 64, 128}))
+    fail("num_heads", fmt::format("= {}: allowed 16, 32, 64, 128 (Q heads per request)", p.num_heads));
+  if (!one_of(p.page_size, {32, 64})) fail("page_size", fmt::format("= {}: allowed 32, 64", p.page_size));
+  if (p.max_pages_per_seq < 1) fail("max_pages_per_seq", fmt::format("= {} must be >= 1", p.max_pages_per_seq));
+  if (p.block_table_stride != 0 && p.block_table_stride < p.max_pages_per_seq)
+    fail("block_table_stride", fmt::format("= {} is smaller than max_pages_per_seq = {}", p.block_table_stride,
+                                           p.max_pages_per_seq));
+  if (static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size > (1 << 30))
+    fail("max_pages_per_seq", "* page_size exceeds 2^30 keys");
+  if (p.num_pages < 0) fail("num_pages", "must be >= 0");
+  if (!(p.sm_scale > 0.f) || p.sm_scale > 1e6f)
+    fail("sm_scale", fmt::format("= {} must be a positive softmax scale (DeepSeek-V3: 1/sqrt(192) = {:.6f})",
+                                 p.sm_scale, 0.0721687836f));
+  if (p.num_splits < 0 || p.num_splits > kMaxSplits)
+    fail("num_splits", fmt::format("= {}: allowed 0 (automatic) to {}", p.num_splits, kMaxSplits));
+  if (p.kv_tile != 0 && !one_of(p.kv_tile, {16, 32, 64, 128}))
+    fail("kv_tile", fmt::format("= {}: allowed 0 (default), 16, 32, 64, 128", p.kv_tile));
+  const Strides s = resolved_strides(p);
+  const std::int64_t pages = std::max(p.num_pages, 2);
+  ops::check_strides(kOp, "q",
+                     std::array<Dim, 3>{Dim{p.batch, s.q_b, "q_stride_batch"}, Dim{p.q_len, s.q_t, "q_stride_token"},
+                                        Dim{p.num_heads, s.q_h, "q_stride_head"}},
+                     kQkDim, dtype_bytes(p.input), "the 576 values of a row");
+  ops::check_strides(kOp, "out",
+                     std::array<Dim, 3>{Dim{p.batch, s.o_b, "out_stride_batch"},
+                                        Dim{p.q_len, s.o_t, "out_stride_token"},
+                                        Dim{p.num_heads, s.o_h, "out_stride_head"}},
+                     kVDim, 2, "the 512 values of a row");
+  ops::check_strides(kOp, "kv_cache",
+                     std::array<Dim, 2>{Dim{pages, s.kv_p, "kv_stride_page"},
+                                        Dim{p.page_size, s.kv_t, "kv_stride_token"}},
+                     kQkDim, dtype_bytes(p.kv), "the 576 values of a row");
+}
+
+KernelSpec mla_decode_spec(const MlaDecodeParams& p, const Arch& arch) {
+  KernelSpec s;
+  s.kind = Kind::mla;
+  s.input = p.input;
+  s.kv = p.kv;
+  s.output = DType::bf16;
+  s.head_dim = kQkDim;
+  s.page_size = p.page_size;
+  s.group = p.num_heads;
+  s.q_len = p.q_len;
+  s.arch = arch;
+  s.kv_tile = p.kv_tile;
+  s.backend = p.backend;
+  return normalized(s);
+}
+
+MlaDecodePlan mla_decode_plan(const MlaDecodeParams& p, const DeviceInfo& device) {
+  MlaDecodePlan plan;
+  plan.spec = mla_decode_spec(p, device.best_arch());
+  const XqajitMlaGeometry geo = geometry(plan.spec);
+  if (geo.stages == 0 || geo.smem_bytes > device.max_smem_per_block_optin)
+    throw SpecError("kv_tile", std::to_string(plan.spec.kv_tile),
+                    fmt::format("a smaller tile: the {} backend needs {} bytes of shared memory per block for "
+                                "{} keys, {} allows {}",
+                                to_string(plan.spec.backend), geo.smem_bytes, plan.spec.kv_tile, device.name,
+                                device.max_smem_per_block_optin));
+  plan.rows_per_cta = geo.rows_per_cta;
+  plan.threads = static_cast<unsigned>(geo.threads);
+  plan.smem_bytes = static_cast<unsigned>(geo.smem_bytes);
+
+  SplitRequest request;
+  request.covered_keys = static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size;
+  request.base_ctas = static_cast<std::int64_t>(p.batch) * geo.row_blocks;
+  request.kv_tile = plan.spec.kv_tile;
+  request.threads = geo.threads;
+  request.smem_bytes = geo.smem_bytes;
+  // The merging CTA stages (max, sum) of every split and row in `merge_bytes`.
+  request.merge_cap = std::clamp((geo.merge_bytes / 4 - 2 * geo.rows_per_cta) / (2 * geo.rows_per_cta), 1, kMaxSplits);
+  request.requested = p.num_splits;
+  const SplitPlan split = plan_splits(kOp, request, device);
+  plan.num_splits = split.num_splits;
+  plan.split_tokens = split.split_tokens;
+  plan.grid[0] = static_cast<unsigned>(split.num_splits);
+  plan.grid[1] = static_cast<unsigned>(geo.row_blocks);
+  plan.grid[2] = static_cast<unsigned>(p.batch);
+  plan.workspace_bytes = split_workspace_bytes(request.base_ctas, split.num_splits, geo.rows_per_cta, kVDim);
+  return plan;
+}
+
+std::size_t mla_decode_workspace_size(const MlaDecodeParams& params, const DeviceInfo& device) {
+  validate(params);
+  return mla_decode_plan(params, device).workspace_bytes;
+}
+
+void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
+  validate(p);
+  Driver& driver = Driver::instance();
+  const int device = driver.stream_device(stream);
+  const MlaDecodePlan plan = mla_decode_plan(p, driver.device(device));
+  check_workspace(kOp, p.workspace, p.workspace_bytes, plan.workspace_bytes, plan.num_splits,
+                  "mla_decode_workspace_size");
+  const LoadedKernel& kernel = engine.kernel(plan.spec, device, stream);
+
+  const Strides s = resolved_strides(p);
+  XqajitMlaArgs args{};
+  args.q = p.q;
+  args.out = p.out;
+  args.kv_cache = p.kv_cache;
+  args.block_table = p.block_table;
+  args.seq_lens = p.seq_lens;
+  args.spec_mask = p.spec_mask;
+  args.q_scale_ptr = p.q_scale_ptr;
+  args.kv_scale_ptr = p.kv_scale_ptr;
+  args.q_scale = p.q_scale;
+  args.kv_scale = p.kv_scale;
+  args.sm_scale = p.sm_scale;
+  if (plan.num_splits > 1) {
+    const std::int64_t groups = static_cast<std::int64_t>(p.batch) * plan.grid[1];
+    args.counters = static_cast<unsigned*>(p.workspace);
+    args.partial = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + split_counter_bytes(groups));
+  }
+  args.q_stride_batch = s.q_b;
+  args.q_stride_token = s.q_t;
+  args.q_stride_head = s.q_h;
+  args.o_stride_batch = s.o_b;
+  args.o_stride_token = s.o_t;
+  args.o_stride_head = s.o_h;
+  args.kv_stride_page = s.kv_p;
+  args.kv_stride_token = s.kv_t;
+  args.block_table_stride =
+      static_cast<int>(p.block_table_stride != 0 ? p.block_table_stride : p.max_pages_per_seq);
+  args.max_pages_per_seq = p.max_pages_per_seq;
+  args.batch = p.batch;
+  args.num_splits = plan.num_splits;
+  args.split_tokens = plan.split_tokens;
+
+  LaunchConfig config;
+  std::copy(plan.grid, plan.grid + 3, config.grid);
+  config.block[0] = plan.threads;
+  config.dynamic_smem = plan.smem_bytes;
+  config.programmatic_dependent_launch = p.programmatic_dependent_launch && plan.spec.arch.number() >= 90;
+  void* params[] = {&args};
+  driver.launch(kernel, config, stream, params);
+}
+
+}  // namespace xqajit

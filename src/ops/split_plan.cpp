@@ -1,0 +1,74 @@
+#include "xqajit/ops/split_plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "xqajit/error.hpp"
+
+namespace xqajit {
+namespace {
+
+constexpr int kMinSplitTiles = 2;    // a split shorter than this costs more to merge than it saves
+constexpr int kShortSplitTiles = 8;  // below this, one CTA per SM beats filling every resident slot
+
+}  // namespace
+
+SplitPlan plan_splits(const char* op, const SplitRequest& r, const DeviceInfo& device) {
+  const int tile = r.kv_tile;
+  int splits = r.requested;
+  if (splits > r.merge_cap)
+    throw ArgumentError(fmt::format("{}: num_splits = {}: this spec merges at most {} splits", op, splits,
+                                    r.merge_cap));
+  if (splits == 0) {
+    // Memory-bound: fill the resident CTA slots once, no more (merging is not free
+    // and a partial second wave costs a whole tile of latency).
+    const int per_sm = std::max(1, std::min(device.max_smem_per_block_optin / (r.smem_bytes + 1024),
+                                            2048 / std::max(1, r.threads)));
+    const std::int64_t sms = std::max(1, device.sm_count);
+    const std::int64_t base = std::max<std::int64_t>(1, r.base_ctas);
+    const std::int64_t max_splits =
+        std::clamp<std::int64_t>(r.covered_keys / (kMinSplitTiles * tile), 1, r.merge_cap);
+    std::int64_t by_slots = std::clamp<std::int64_t>(sms * per_sm / base, 1, max_splits);
+    // Short splits: each CTA pays fixed costs (two dependent round trips before its first
+    // tile, its partial write, its share of the merge). Below kShortSplitTiles tiles those
+    // outweigh a second CTA per SM, so fill the SMs once instead (run 8 sweep, H200,
+    // B=1 L=8192: bf16 t64 32 -> 16 splits 15.4 -> 14.7 us, fp8 t128 14.3 -> 12.8 us;
+    // long sequences keep the slot rule: B=1 L=65536 fp8 32 splits beat 47 and 64).
+    const std::int64_t split_tiles = (r.covered_keys + by_slots * tile - 1) / (by_slots * tile);
+    if (per_sm > 1 && split_tiles < kShortSplitTiles) by_slots = std::clamp<std::int64_t>(sms / base, 1, max_splits);
+    splits = static_cast<int>(by_slots);
+  }
+  std::int64_t split_tokens = (r.covered_keys + splits - 1) / splits;
+  split_tokens = std::max<std::int64_t>(tile, (split_tokens + tile - 1) / tile * tile);
+  SplitPlan plan;
+  plan.num_splits = static_cast<int>(std::max<std::int64_t>(1, (r.covered_keys + split_tokens - 1) / split_tokens));
+  plan.split_tokens = static_cast<int>(split_tokens);
+  return plan;
+}
+
+std::size_t split_counter_bytes(std::int64_t merge_groups) {
+  return (static_cast<std::size_t>(merge_groups) * sizeof(unsigned) + 255) / 256 * 256;
+}
+
+std::size_t split_workspace_bytes(std::int64_t merge_groups, int num_splits, int rows_per_cta, int dim) {
+  if (num_splits <= 1) return 0;
+  const std::size_t slots = static_cast<std::size_t>(merge_groups) * num_splits * rows_per_cta;
+  return split_counter_bytes(merge_groups) + slots * (dim + 2) * sizeof(float);
+}
+
+void check_workspace(const char* op, const void* workspace, std::size_t workspace_bytes, std::size_t needed,
+                     int num_splits, const char* size_function) {
+  if (needed == 0) return;
+  if (workspace == nullptr)
+    throw ArgumentError(fmt::format("{}: workspace is null but this launch splits the sequence {} ways and "
+                                    "needs {} bytes ({}); allocate it once, zeroed",
+                                    op, num_splits, needed, size_function));
+  if (reinterpret_cast<std::uintptr_t>(workspace) % 256 != 0)
+    throw ArgumentError(fmt::format("{}: workspace is not 256-byte aligned", op));
+  if (workspace_bytes < needed)
+    throw ArgumentError(fmt::format("{}: workspace_bytes = {} but this launch needs {} ({})", op,
+                                    workspace_bytes, needed, size_function));
+}
+
+}  // namespace xqajit
