@@ -9,7 +9,7 @@ scripts/setup.sh
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-gpu -j"$(nproc)"
 rm -rf "$dest" && mkdir -p "$dest"
-cp build-gpu/tests/gpu_test_* build-gpu/tools/bench/bench_decode build-gpu/tools/xqajit \
+cp build-gpu/tests/gpu_test_* build-gpu/tools/bench/bench_decode build-gpu/tools/bench/bench_mla build-gpu/tools/xqajit \
    build-gpu/tools/xqajit_bench_jit "$dest"/
 cp -P build-gpu/libxqajit.so* "$dest"/
 for lib in libfmt.so libspdlog.so; do

@@ -174,7 +174,7 @@ std::vector<FieldProduct> with_overrides(std::vector<FieldProduct> products, con
   return products;
 }
 
-std::vector<std::string> preset_names() { return {"serving-gqa", "smoke"}; }
+std::vector<std::string> preset_names() { return {"serving-gqa", "serving-mla", "smoke"}; }
 
 std::vector<FieldProduct> preset(const std::string& name, const std::vector<Arch>& archs) {
   if (archs.empty())
@@ -196,6 +196,25 @@ std::vector<FieldProduct> preset(const std::string& name, const std::vector<Arch
         FieldProduct fp8_cache = same_type;
         fp8_cache["kv"] = {"fp8"};
         products.push_back(fp8_cache);
+      }
+    } else if (name == "serving-mla") {
+      // DeepSeek-V3-style serving: 16 heads (tensor-parallel 8) and 128 (data-parallel
+      // attention), decode and one MTP draft, page 64; the backend resolves by arch.
+      FieldProduct bf16 = {{"kind", {"mla"}},
+                           {"input", {"bf16"}},
+                           {"kv", {"bf16"}},
+                           {"page_size", {"64"}},
+                           {"group", {"16", "128"}},
+                           {"q_len", {"1", "2"}},
+                           {"arch", {arch.str()}}};
+      products.push_back(bf16);
+      if (fp8) {
+        FieldProduct mixed = bf16;  // bf16 activations over an fp8 cache
+        mixed["kv"] = {"fp8"};
+        products.push_back(mixed);
+        FieldProduct all_fp8 = mixed;
+        all_fp8["input"] = {"fp8"};
+        products.push_back(all_fp8);
       }
     } else if (name == "smoke") {
       products.push_back({{"input", {"fp16"}},

@@ -165,6 +165,15 @@ TEST_CASE("the serving-gqa preset covers the serving GQA family", "[spec_set][pr
   CHECK(expand(preset("serving-gqa", {sm90a, sm120a})).specs.size() == 384);
   CHECK(expand(preset("serving-gqa", {sm80})).specs.size() == 96);
 
+  // serving-mla: 3 dtype pairs x H 16/128 x q_len 1/2 per arch; bf16 only before sm_89.
+  const SpecSet mla = expand(preset("serving-mla", {sm90a, sm120a}));
+  CHECK(mla.specs.size() == 24);
+  for (const auto& s : mla.specs) {
+    CHECK(s.kind == Kind::mla);
+    CHECK(normalized(s).backend == (s.arch == sm90a ? Backend::hopper : Backend::portable));
+  }
+  CHECK(expand(preset("serving-mla", {sm80})).specs.size() == 4);
+
   const SpecSet smoke = expand(preset("smoke", {sm90a}));
   CHECK(smoke.specs.size() >= 2);
   CHECK(smoke.specs.size() <= 4);

@@ -1,0 +1,299 @@
+// GPU tests of xqajit::mla_decode against the CPU float64 reference, for every
+// backend this GPU runs (hopper and portable on sm_90a): a randomized grid over
+// dtypes, heads, page sizes, q_len (causal and explicit masks), ragged batches
+// with empty requests, strides, shared prefix pages, device-side scales, split
+// and unsplit; self-resetting split counters; a captured graph replayed with new
+// lengths and scales. Fresh random inputs every run (the seed is printed),
+// outputs poisoned with NaN before every launch, NaN in every unused cache slot.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "gpu/mla_problem.hpp"
+#include "xqajit/engine.hpp"
+#include "xqajit/error.hpp"
+#include "xqajit/ops/mla_decode.hpp"
+
+using namespace xqajit;
+using namespace xqajit::testing;
+
+namespace {
+
+Engine& engine() {
+  static Engine e;
+  return e;
+}
+
+std::mt19937& rng() {
+  static std::mt19937 r = [] {
+    const char* fixed = std::getenv("XQAJIT_TEST_SEED");
+    const unsigned seed = fixed ? static_cast<unsigned>(std::stoul(fixed)) : std::random_device{}();
+    std::fprintf(stderr, "test_mla_decode: seed %u\n", seed);
+    return std::mt19937(seed);
+  }();
+  return r;
+}
+
+const DeviceInfo& device() {
+  static DeviceInfo info = Driver::instance().device(0);
+  return info;
+}
+
+std::vector<Backend> backends() {
+  auto v = backends_for(Kind::mla, device().best_arch());
+  if (const char* only = std::getenv("XQAJIT_TEST_MLA_BACKEND")) v = {parse_backend(only)};
+  return v;
+}
+
+// bf16 operands (P rounded to bf16 too): ~3e-3 typical; fp8 Q and cache are
+// exact in bf16, so the same bound holds.
+constexpr double kTolerance = 0.02;
+
+std::string describe(const MlaCase& c) {
+  std::string lens;
+  for (size_t i = 0; i < c.seq_lens.size() && i < 6; ++i) lens += std::to_string(c.seq_lens[i]) + ",";
+  return fmt::format("backend={} q={} kv={} H={} P={} q_len={} B={} lens=[{}...] scale_ptrs={} padded={} "
+                     "mask={} shared={} splits={}",
+                     to_string(c.backend), to_string(c.input), to_string(c.kv), c.heads, c.page_size, c.q_len,
+                     c.seq_lens.size(), lens, c.scale_ptrs, c.padded, c.explicit_mask, c.shared_prefix_pages,
+                     c.num_splits);
+}
+
+struct Stats {
+  int cases = 0, failures = 0;
+  std::map<std::string, double> worst;
+};
+Stats& stats() {
+  static Stats s;
+  return s;
+}
+
+double check_output(MlaProblem& pr, cudaStream_t stream) {
+  XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<double> got = pr.output();
+  const std::vector<double> want = reference_mla_decode(pr.host);
+  const double err = relative_error(got, want);
+  int nan = 0, nonzero_empty = 0;
+  const std::size_t per_request = got.size() / pr.lens.size();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i])) ++nan;
+    if (pr.lens[i / per_request] == 0 && got[i] != 0.0) ++nonzero_empty;
+  }
+  INFO(describe(pr.c) << " rel_err=" << err);
+  CHECK(nan == 0);
+  CHECK(nonzero_empty == 0);
+  CHECK(err < kTolerance);
+  Stats& s = stats();
+  ++s.cases;
+  if (nan || nonzero_empty || !(err < kTolerance)) {
+    ++s.failures;
+    std::fprintf(stderr, "FAILED %s: rel_err %.3e nan %d nonzero_empty %d\n", describe(pr.c).c_str(), err, nan,
+                 nonzero_empty);
+  }
+  const std::string key = fmt::format("{} {}/{}", to_string(pr.c.backend), to_string(pr.c.input), to_string(pr.c.kv));
+  s.worst[key] = std::max(s.worst[key], err);
+  return err;
+}
+
+double run_and_check(MlaProblem& pr, cudaStream_t stream) {
+  pr.d_out.fill(0xff);  // NaN in bf16
+  mla_decode(engine(), pr.dev, stream);
+  XQAJIT_CUDART_CHECK(cudaGetLastError());
+  return check_output(pr, stream);
+}
+
+int pick(std::initializer_list<int> v) { return *(v.begin() + rng()() % v.size()); }
+
+// Ragged lengths whose reference cost (sum of L x H x q_len) stays bounded.
+std::vector<int> random_lens(int batch, int heads, int q_len, bool with_zero) {
+  const long budget = 3'000'000;
+  const int max_len = static_cast<int>(std::min<long>(32768, budget / (long(batch) * heads * q_len)));
+  std::uniform_int_distribution<int> u(0, std::max(1, max_len));
+  std::vector<int> v(batch);
+  for (int& x : v) x = u(rng());
+  if (with_zero) v[rng()() % batch] = 0;
+  return v;
+}
+
+MlaCase random_case(Backend backend, int i) {
+  MlaCase c;
+  c.backend = backend;
+  const bool fp8 = device().cc_major * 10 + device().cc_minor >= 89;
+  switch (fp8 ? i % 3 : 0) {
+    case 0: c.input = c.kv = DType::bf16; break;
+    case 1: c.input = DType::bf16; c.kv = DType::fp8; break;
+    default: c.input = c.kv = DType::fp8; break;
+  }
+  // Serving shapes (H 16/128, page 64, q_len 1/2) most of the time, the rest of the grid often.
+  const bool serving = rng()() % 3 != 0;
+  c.heads = serving ? pick({16, 128}) : pick({16, 32, 64, 128});
+  c.page_size = serving ? 64 : pick({32, 64});
+  c.q_len = serving ? pick({1, 1, 2}) : pick({1, 2, 3, 4});
+  const int batch = pick({1, 2, 3, 5, 8, 17, 33, 64});
+  c.seq_lens = random_lens(batch, c.heads, c.q_len, batch > 1 && rng()() % 2 == 0);
+  c.scale_ptrs = rng()() % 3 == 0;
+  c.padded = rng()() % 3 == 0;
+  c.explicit_mask = c.q_len > 1 && rng()() % 2 == 0;
+  c.shared_prefix_pages = rng()() % 4 == 0 ? 1 + static_cast<int>(rng()() % 4) : 0;
+  c.num_splits = pick({0, 0, 0, 1, 2, 7, 16});
+  if (c.input == DType::fp8) c.q_scale = 0.05f + static_cast<float>(rng()() % 40) / 100.f;
+  if (c.kv == DType::fp8) c.kv_scale = 0.05f + static_cast<float>(rng()() % 40) / 100.f;
+  c.sm_scale = 0.0721687836f * (0.5f + static_cast<float>(rng()() % 100) / 100.f);
+  return c;
+}
+
+void prewarm(const std::vector<MlaCase>& cases) {
+  std::vector<KernelSpec> specs;
+  for (const MlaCase& c : cases) {
+    MlaDecodeParams p;
+    p.input = c.input;
+    p.kv = c.kv;
+    p.num_heads = c.heads;
+    p.page_size = c.page_size;
+    p.q_len = c.q_len;
+    p.backend = c.backend;
+    specs.push_back(mla_decode_spec(p, device().best_arch()));
+  }
+  const auto results = engine().prewarm(specs, 0);
+  int failed = 0;
+  for (const auto& r : results)
+    if (!r.ok) {
+      ++failed;
+      std::fprintf(stderr, "prewarm %s failed: %s\n", r.name.c_str(), r.error.substr(0, 3000).c_str());
+    }
+  std::fprintf(stderr, "prewarmed %zu MLA specs (%d failed)\n", results.size(), failed);
+  REQUIRE(failed == 0);
+}
+
+}  // namespace
+
+TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu][mla]") {
+  const int per_backend = std::getenv("XQAJIT_TEST_MLA_CASES") ? std::atoi(std::getenv("XQAJIT_TEST_MLA_CASES")) : 36;
+  std::vector<MlaCase> cases;
+  for (Backend b : backends()) {
+    for (int i = 0; i < per_backend; ++i) cases.push_back(random_case(b, i));
+    MlaCase lone;  // one long request across the GPU (split-KV), both head counts
+    lone.backend = b;
+    lone.seq_lens = {32768};
+    lone.heads = 128;
+    cases.push_back(lone);
+    lone.heads = 16;
+    lone.input = lone.kv = DType::fp8;
+    lone.q_scale = 0.3f;
+    lone.kv_scale = 0.2f;
+    lone.seq_lens = {20001};
+    cases.push_back(lone);
+    MlaCase empty;  // every request empty, with splits
+    empty.backend = b;
+    empty.seq_lens = {0, 0, 0};
+    empty.num_splits = 4;
+    cases.push_back(empty);
+  }
+  prewarm(cases);
+  CudaStream stream;
+  for (const MlaCase& c : cases) {
+    MlaProblem pr(c, rng(), device());
+    run_and_check(pr, stream.get());
+  }
+  std::fprintf(stderr, "\n%-26s %s\n", "backend q/kv", "worst rel err");
+  for (const auto& [k, v] : stats().worst) std::fprintf(stderr, "%-26s %.2e\n", k.c_str(), v);
+  std::fprintf(stderr, "mla cases: %d, failed: %d\n", stats().cases, stats().failures);
+}
+
+TEST_CASE("mla split-KV counters reset themselves across launches", "[gpu][mla]") {
+  for (Backend b : backends()) {
+    MlaCase c;
+    c.backend = b;
+    c.input = DType::bf16;
+    c.kv = DType::fp8;
+    c.kv_scale = 0.4f;
+    c.num_splits = 6;
+    c.heads = 128;
+    c.seq_lens = {4000, 1, 0, 2500};
+    MlaProblem pr(c, rng(), device());
+    REQUIRE(pr.dev.workspace != nullptr);
+    CudaStream stream;
+    for (int round = 0; round < 3; ++round) {
+      for (std::size_t i = 0; i < pr.lens.size(); ++i)
+        pr.lens[i] = c.seq_lens[i] == 0 ? 0 : 1 + static_cast<int>(rng()() % c.seq_lens[i]);
+      pr.d_lens.upload(pr.lens);
+      run_and_check(pr, stream.get());
+    }
+    const MlaDecodePlan plan = mla_decode_plan(pr.dev, device());
+    std::vector<unsigned> counters(pr.dev.batch * plan.grid[1]);
+    pr.d_ws.download(counters.data(), counters.size() * sizeof(unsigned));
+    for (unsigned v : counters) CHECK(v == 0u);
+  }
+}
+
+// The whole call inside a captured graph between a producer (writes Q) and a
+// consumer (reads the output), replayed with new lengths and device-side scales:
+// the plan depends only on host-known maxima, so nothing needs re-capturing.
+TEST_CASE("mla_decode inside a captured graph replays with new lengths and scales", "[gpu][mla]") {
+  for (Backend b : backends()) {
+    MlaCase c;
+    c.backend = b;
+    c.input = c.kv = DType::fp8;
+    c.scale_ptrs = true;
+    c.q_scale = 0.3f;
+    c.kv_scale = 0.2f;
+    c.q_len = 2;
+    c.heads = 16;
+    c.num_splits = 4;
+    c.seq_lens = {1800, 0, 999, 64, 2048};
+    MlaProblem pr(c, rng(), device());
+    CudaStream stream;
+    run_and_check(pr, stream.get());  // loads the kernel: nothing compiles during capture
+
+    DeviceBuffer staged_q(pr.d_q.bytes()), consumed(pr.d_out.bytes());
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    XQAJIT_CUDART_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+    XQAJIT_CUDART_CHECK(cudaMemcpyAsync(pr.d_q.get(), staged_q.get(), pr.d_q.bytes(), cudaMemcpyDeviceToDevice,
+                                        stream.get()));
+    mla_decode(engine(), pr.dev, stream.get());
+    XQAJIT_CUDART_CHECK(cudaMemcpyAsync(consumed.get(), pr.d_out.get(), pr.d_out.bytes(), cudaMemcpyDeviceToDevice,
+                                        stream.get()));
+    XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream.get(), &graph));
+    XQAJIT_CUDART_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int round = 0; round < 3; ++round) {
+      for (std::size_t i = 0; i < pr.lens.size(); ++i)
+        pr.lens[i] = c.seq_lens[i] == 0 ? 0 : static_cast<int>(rng()() % (c.seq_lens[i] + 1));
+      for (std::size_t i = 0; i < pr.q.size(); ++i)
+        if (rng()() % 2 == 0) pr.q[i] ^= 0x01;  // a new Q (finite: random codes stay below 2^5)
+      pr.scales = {0.2f + round * 0.1f, 0.1f + round * 0.15f};
+      staged_q.upload(pr.q);
+      pr.d_lens.upload(pr.lens);
+      pr.d_scales.upload(pr.scales);
+      pr.d_out.fill(0xff);
+      XQAJIT_CUDART_CHECK(cudaGraphLaunch(exec, stream.get()));
+      XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
+      XQAJIT_CUDART_CHECK(cudaMemcpy(pr.d_out.get(), consumed.get(), pr.d_out.bytes(), cudaMemcpyDeviceToDevice));
+      INFO("graph replay round " << round);
+      check_output(pr, stream.get());
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+}
+
+TEST_CASE("mla_decode refuses bad arguments before launching", "[gpu][mla]") {
+  MlaCase c;
+  c.num_splits = 3;
+  c.seq_lens = {1000};
+  MlaProblem pr(c, rng(), device());
+  CudaStream stream;
+  MlaDecodeParams p = pr.dev;
+  p.workspace = nullptr;
+  CHECK_THROWS_AS(mla_decode(engine(), p, stream.get()), ArgumentError);
+  p = pr.dev;
+  p.workspace_bytes -= 4;
+  CHECK_THROWS_WITH(mla_decode(engine(), p, stream.get()), Catch::Contains("workspace_bytes"));
+  p = pr.dev;
+  p.sm_scale = 0.f;
+  CHECK_THROWS_WITH(mla_decode(engine(), p, stream.get()), Catch::Contains("sm_scale"));
+}

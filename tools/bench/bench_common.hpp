@@ -1,0 +1,94 @@
+#pragma once
+// Pieces the GPU benchmarks share: the copy-bandwidth ceiling, random device
+// fills (never zeros: they hide wrong indexing and run faster than real data),
+// and per-launch timing of a captured graph of back-to-back launches.
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "support/gpu_buffers.hpp"
+#include "support/reference.hpp"
+
+namespace xqajit::testing {
+
+inline float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// Device-to-device copy bandwidth, bytes read + written per second (median of 10).
+inline double copy_bandwidth() {
+  const std::size_t n = std::size_t(1) << 31;
+  DeviceBuffer a(n), b(n);
+  a.fill(1);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> ms;
+  for (int i = 0; i < 12; ++i) {
+    cudaEventRecord(e0);
+    XQAJIT_CUDART_CHECK(cudaMemcpyAsync(b.get(), a.get(), n, cudaMemcpyDeviceToDevice));
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float t;
+    cudaEventElapsedTime(&t, e0, e1);
+    if (i >= 2) ms.push_back(t);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return 2.0 * n / (median(ms) * 1e-3);
+}
+
+/// Fills a device buffer with random finite values of `dt` (a host pattern tiled on the device).
+inline void fill_random(DeviceBuffer& buf, DType dt, std::mt19937& rng) {
+  const std::size_t pattern_bytes = std::min<std::size_t>(buf.bytes(), 16 << 20);
+  std::vector<std::uint8_t> host(pattern_bytes);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  const int eb = dtype_bytes(dt);
+  for (std::size_t i = 0; i < pattern_bytes / eb; ++i) {
+    if (dt == DType::fp8) {  // e4m3 codes with exponents 4..10: finite, no tiny subnormals
+      const unsigned r = rng();
+      host[i] = static_cast<std::uint8_t>(((r & 1) << 7) | ((4 + (r >> 1) % 7) << 3) | ((r >> 4) & 7));
+    } else {
+      store_element(dt, host.data(), i, u(rng));
+    }
+  }
+  for (std::size_t off = 0; off < buf.bytes(); off += pattern_bytes) {
+    const std::size_t n = std::min(pattern_bytes, buf.bytes() - off);
+    XQAJIT_CUDART_CHECK(cudaMemcpy(buf.get<char>() + off, host.data(), n, cudaMemcpyHostToDevice));
+  }
+}
+
+/// Median microseconds per launch of a graph holding `launches` back-to-back
+/// calls of `launch(i)` (10 timed replays after 3 warm-ups).
+template <class Launch>
+float graph_us_per_launch(cudaStream_t stream, int launches, Launch&& launch) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  XQAJIT_CUDART_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < launches; ++i) launch(i);
+  XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream, &graph));
+  XQAJIT_CUDART_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> per_launch_us;
+  for (int rep = 0; rep < 13; ++rep) {
+    cudaEventRecord(e0, stream);
+    XQAJIT_CUDART_CHECK(cudaGraphLaunch(exec, stream));
+    cudaEventRecord(e1, stream);
+    XQAJIT_CUDART_CHECK(cudaEventSynchronize(e1));
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (rep >= 3) per_launch_us.push_back(ms * 1e3f / launches);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return median(per_launch_us);
+}
+
+}  // namespace xqajit::testing

@@ -1,0 +1,157 @@
+// bench_mla: MLA decode per shape and backend: median microseconds (graph
+// replays of back-to-back launches after warm-up, rotating latent caches so L2
+// does not flatter small shapes), GB/s of latent read (as % of the copy
+// bandwidth) and TFLOP/s (2 * B * q_len * H * L * (576 + 512)).
+//
+//   bench_mla [--only "A|B"]   (prints a table; JSON lines to stderr)
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench_common.hpp"
+#include "xqajit/engine.hpp"
+#include "xqajit/error.hpp"
+#include "xqajit/ops/mla_decode.hpp"
+
+using namespace xqajit;
+using namespace xqajit::testing;
+
+namespace {
+
+struct Shape {
+  int H, B, L, q_len;
+  DType input, kv;
+  int splits = 0;  // 0 = the launcher's choice
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> only;
+  if (argc > 2 && std::string(argv[1]) == "--only") {
+    const std::string list = argv[2];
+    for (std::size_t pos = 0, bar; pos <= list.size(); pos = bar + 1) {
+      bar = list.find('|', pos);
+      if (bar == std::string::npos) bar = list.size();
+      only.push_back(list.substr(pos, bar - pos));
+    }
+  }
+  try {
+    const DeviceInfo info = Driver::instance().device(0);
+    const double copy_bw = copy_bandwidth();
+    std::printf("device: %s (%d SMs), copy bandwidth (read+write): %.0f GB/s\n", info.name.c_str(), info.sm_count,
+                copy_bw / 1e9);
+    std::fprintf(stderr, "{\"device\": \"%s\", \"copy_GBps\": %.1f}\n", info.name.c_str(), copy_bw / 1e9);
+    const DType bf = DType::bf16, f8 = DType::fp8;
+    // The shapes: compute-bound H=128, memory-bound H=16, one long request, MTP.
+    std::vector<Shape> shapes;
+    for (DType in : {bf, f8}) {
+      const DType kv = in;
+      shapes.push_back({128, 128, 4096, 1, in, kv});
+      shapes.push_back({128, 64, 8192, 1, in, kv});
+      shapes.push_back({128, 32, 4096, 1, in, kv});
+      shapes.push_back({128, 1, 32768, 1, in, kv});
+      shapes.push_back({16, 64, 8192, 1, in, kv});
+      shapes.push_back({16, 128, 4096, 1, in, kv});
+      shapes.push_back({16, 32, 4096, 1, in, kv});
+      shapes.push_back({16, 64, 8192, 2, in, kv});
+    }
+    shapes.push_back({16, 64, 8192, 1, bf, f8});
+    shapes.push_back({128, 64, 8192, 1, bf, f8});
+
+    std::vector<Backend> backends = backends_for(Kind::mla, info.best_arch());
+    Options opts = Options::from_env();
+    Engine engine(opts);
+    CudaStream stream;
+    std::mt19937 rng(1234);
+    std::printf("\n%-9s %-30s %6s %9s %8s %7s %8s %7s %5s\n", "backend", "shape (H B L q_len q/kv)", "splits", "us",
+                "GB/s", "%copy", "TFLOP/s", "nvrtc_s", "regs");
+    for (const Shape& s : shapes)
+      for (Backend backend : backends) {
+        const std::string key = fmt::format("{} {} {} {} {}/{}", s.H, s.B, s.L, s.q_len, to_string(s.input),
+                                            to_string(s.kv));
+        if (!only.empty() && std::none_of(only.begin(), only.end(),
+                                          [&](const std::string& o) { return key.find(o) != std::string::npos; }))
+          continue;
+        constexpr int kPage = 64;
+        const std::size_t pages_per_seq = (s.L + kPage - 1) / kPage, num_pages = pages_per_seq * s.B;
+        const std::size_t kv_bytes = num_pages * kPage * 576 * dtype_bytes(s.kv);
+        const int rotate = static_cast<int>(std::clamp<std::size_t>((512u << 20) / kv_bytes + 1, 1, 8));
+        std::vector<std::int32_t> table(num_pages), lens(s.B, s.L);
+        for (std::size_t i = 0; i < num_pages; ++i) table[i] = static_cast<std::int32_t>(i);
+        std::shuffle(table.begin(), table.end(), rng);
+        DeviceBuffer d_table = to_device(table), d_lens = to_device(lens);
+        std::vector<DeviceBuffer> caches;
+        for (int r = 0; r < rotate; ++r) {
+          caches.emplace_back(kv_bytes);
+          fill_random(caches.back(), s.kv, rng);
+        }
+        DeviceBuffer d_q(std::size_t(s.B) * s.q_len * s.H * 576 * dtype_bytes(s.input));
+        DeviceBuffer d_out(std::size_t(s.B) * s.q_len * s.H * 512 * 2);
+        fill_random(d_q, s.input, rng);
+
+        MlaDecodeParams p;
+        p.input = s.input;
+        p.kv = s.kv;
+        p.batch = s.B;
+        p.q_len = s.q_len;
+        p.num_heads = s.H;
+        p.page_size = kPage;
+        p.num_pages = static_cast<int>(num_pages);
+        p.max_pages_per_seq = static_cast<int>(pages_per_seq);
+        p.q = d_q.get();
+        p.out = d_out.get();
+        p.block_table = d_table.get<std::int32_t>();
+        p.seq_lens = d_lens.get<std::int32_t>();
+        p.sm_scale = 0.0721687836f;
+        p.q_scale = s.input == f8 ? 0.1f : 1.f;
+        p.kv_scale = s.kv == f8 ? 0.1f : 1.f;
+        p.backend = backend;
+        p.num_splits = s.splits;
+        MlaDecodePlan plan;
+        try {
+          plan = mla_decode_plan(p, info);
+        } catch (const Error& e) {
+          std::printf("%-9s %-30s skipped: %s\n", to_string(backend).c_str(), key.c_str(), e.what());
+          continue;
+        }
+        const CubinRef cubin = engine.cubin(plan.spec);
+        DeviceBuffer ws(std::max<std::size_t>(plan.workspace_bytes, 16));
+        ws.fill(0);
+        p.workspace = ws.get();
+        p.workspace_bytes = plan.workspace_bytes;
+        for (int r = 0; r < rotate; ++r) {  // warm up (loads the kernel)
+          p.kv_cache = caches[r].get();
+          mla_decode(engine, p, stream.get());
+        }
+        XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
+        const LoadedKernel& k = engine.kernel(plan.spec, 0);
+        constexpr int kLaunches = 20;
+        const double us = graph_us_per_launch(stream.get(), kLaunches, [&](int i) {
+          p.kv_cache = caches[i % rotate].get();
+          mla_decode(engine, p, stream.get());
+        });
+        const double bytes = double(s.B) * s.L * 576 * dtype_bytes(s.kv);
+        const double gbps = bytes / (us * 1e-6) / 1e9;
+        const double tflops = 2.0 * s.B * s.q_len * s.H * double(s.L) * (576 + 512) / (us * 1e-6) / 1e12;
+        std::printf("%-9s %-30s %6d %9.1f %8.0f %6.1f%% %8.1f %7.2f %5d\n", to_string(backend).c_str(), key.c_str(),
+                    plan.num_splits, us, gbps, 100.0 * gbps * 1e9 / copy_bw, tflops, cubin.seconds, k.num_regs);
+        std::fprintf(stderr,
+                     "{\"backend\": \"%s\", \"H\": %d, \"B\": %d, \"L\": %d, \"q_len\": %d, \"input\": \"%s\", "
+                     "\"kv\": \"%s\", \"splits\": %d, \"us\": %.2f, \"GBps\": %.1f, \"pct_copy\": %.1f, "
+                     "\"TFLOPs\": %.1f, \"nvrtc_s\": %.3f, \"spec\": \"%s\"}\n",
+                     to_string(backend).c_str(), s.H, s.B, s.L, s.q_len, to_string(s.input).c_str(),
+                     to_string(s.kv).c_str(), plan.num_splits, us, gbps, 100.0 * gbps * 1e9 / copy_bw, tflops,
+                     cubin.seconds, cubin.name.c_str());
+        std::fflush(stdout);
+      }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_mla: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
