@@ -7,20 +7,18 @@
 #include <cstdint>
 #include <functional>
 
+#include "support/fake_device.hpp"
 #include "xqajit/compiler.hpp"
 #include "xqajit/ops/decode.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/error.hpp"
 
 using namespace xqajit;
+using xqajit::test::fake;
+using xqajit::test::h100;
+using xqajit::test::rtx_sm120;
 
 namespace {
-
-// Fake but aligned device addresses: validate() never dereferences them.
-template <class T>
-T* fake(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
 
 DecodeParams valid_params() {
   DecodeParams p;
@@ -40,17 +38,6 @@ DecodeParams valid_params() {
   p.num_pages = 100;
   return p;
 }
-
-DeviceInfo fake_device(const char* name, int cc_major, int sm_count, int smem_optin) {
-  DeviceInfo d;
-  d.name = name;
-  d.cc_major = cc_major;
-  d.sm_count = sm_count;
-  d.max_smem_per_block_optin = smem_optin;
-  return d;
-}
-DeviceInfo h100() { return fake_device("fake H100", 9, 132, 232448); }
-DeviceInfo rtx_sm120() { return fake_device("fake sm_120", 12, 84, 101376); }
 
 void expect_rejected(const std::function<void(DecodeParams&)>& mutate, const std::string& field) {
   DecodeParams p = valid_params();

@@ -1,0 +1,156 @@
+// CPU tests of the MLA launcher: argument validation (no GPU, no driver), the
+// spec and backend it resolves, the split plan and workspace it derives on a
+// Hopper and an SM120-class device, and NVRTC compiles of EVERY MLA spec for
+// sm_90a (both backends) and sm_120a.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+
+#include "support/fake_device.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+#include "xqajit/error.hpp"
+#include "xqajit/ops/mla_decode.hpp"
+
+using namespace xqajit;
+using xqajit::test::fake;
+using xqajit::test::h100;
+using xqajit::test::rtx_sm120;
+
+namespace {
+
+MlaDecodeParams valid_params() {
+  MlaDecodeParams p;
+  p.q = fake<void>(0x10000);
+  p.out = fake<void>(0x20000);
+  p.kv_cache = fake<void>(0x30000);
+  p.block_table = fake<std::int32_t>(0x50000);
+  p.seq_lens = fake<std::int32_t>(0x60000);
+  p.batch = 8;
+  p.num_heads = 128;
+  p.page_size = 64;
+  p.max_pages_per_seq = 64;
+  p.num_pages = 1000;
+  p.sm_scale = 0.0721687836f;
+  return p;
+}
+
+void expect_rejected(const std::function<void(MlaDecodeParams&)>& mutate, const std::string& field) {
+  MlaDecodeParams p = valid_params();
+  mutate(p);
+  INFO("field " << field);
+  CHECK_THROWS_AS(validate(p), ArgumentError);
+  CHECK_THROWS_WITH(validate(p), Catch::Contains("mla_decode: " + field));
+}
+
+}  // namespace
+
+TEST_CASE("mla_decode validates every argument before anything launches", "[mla][args]") {
+  CHECK_NOTHROW(validate(valid_params()));
+  expect_rejected([](auto& p) { p.q = nullptr; }, "q");
+  expect_rejected([](auto& p) { p.out = fake<void>(0x20008); }, "out");
+  expect_rejected([](auto& p) { p.kv_cache = nullptr; }, "kv_cache");
+  expect_rejected([](auto& p) { p.block_table = nullptr; }, "block_table");
+  expect_rejected([](auto& p) { p.seq_lens = nullptr; }, "seq_lens");
+  expect_rejected([](auto& p) { p.input = DType::fp16; }, "input");
+  expect_rejected([](auto& p) { p.input = DType::fp8; p.kv = DType::bf16; }, "kv");
+  expect_rejected([](auto& p) { p.batch = 0; }, "batch");
+  expect_rejected([](auto& p) { p.q_len = 5; }, "q_len");
+  expect_rejected([](auto& p) { p.num_heads = 24; }, "num_heads");
+  expect_rejected([](auto& p) { p.page_size = 16; }, "page_size");
+  expect_rejected([](auto& p) { p.max_pages_per_seq = 0; }, "max_pages_per_seq");
+  expect_rejected([](auto& p) { p.block_table_stride = 10; }, "block_table_stride");
+  expect_rejected([](auto& p) { p.sm_scale = 0.f; }, "sm_scale");
+  expect_rejected([](auto& p) { p.sm_scale = -1.f; }, "sm_scale");
+  expect_rejected([](auto& p) { p.num_splits = 65; }, "num_splits");
+  expect_rejected([](auto& p) { p.kv_tile = 48; }, "kv_tile");
+  expect_rejected([](auto& p) { p.q_stride_head = 100; }, "q_stride_head");         // not 16-byte aligned
+  expect_rejected([](auto& p) { p.q_stride_head = 512; }, "q_stride_head");         // rows overlap
+  expect_rejected([](auto& p) { p.kv_stride_token = 520; }, "kv_stride_token");     // rows overlap
+  expect_rejected([](auto& p) { p.kv_stride_page = 576 * 63; }, "kv_stride_page");  // pages overlap
+  expect_rejected([](auto& p) { p.out_stride_head = 256; }, "out_stride_head");
+  // Mixed precision and pooled caches are fine.
+  MlaDecodeParams p = valid_params();
+  p.kv = DType::fp8;
+  p.kv_stride_token = 640;
+  p.kv_stride_page = 640 * 64 + 128;
+  CHECK_NOTHROW(validate(p));
+}
+
+TEST_CASE("mla_decode resolves its backend by arch", "[mla][args]") {
+  MlaDecodeParams p = valid_params();
+  CHECK(mla_decode_spec(p, Arch::parse("sm_90a")).backend == Backend::hopper);
+  CHECK(mla_decode_spec(p, Arch::parse("sm_120a")).backend == Backend::portable);
+  CHECK(mla_decode_spec(p, Arch::parse("sm_100a")).backend == Backend::portable);
+  p.backend = Backend::portable;
+  CHECK(mla_decode_spec(p, Arch::parse("sm_90a")).backend == Backend::portable);
+  p.backend = Backend::hopper;
+  CHECK_THROWS_AS(mla_decode_spec(p, Arch::parse("sm_120a")), SpecError);
+  const KernelSpec s = mla_decode_spec(valid_params(), Arch::parse("sm_90a"));
+  CHECK(canonical_name(s) == "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t64_hopper_sm90a");
+}
+
+TEST_CASE("mla_decode plans fit the device and split small batches", "[mla][args]") {
+  for (const DeviceInfo& device : {h100(), rtx_sm120()})
+    for (Backend backend : backends_for(Kind::mla, device.best_arch()))
+      for (DType kv : {DType::bf16, DType::fp8})
+        for (int heads : {16, 32, 64, 128})
+          for (int q_len : {1, 2, 4}) {
+            MlaDecodeParams p = valid_params();
+            p.kv = kv;
+            p.num_heads = heads;
+            p.q_len = q_len;
+            p.backend = backend;
+            INFO(device.name << " " << to_string(backend) << " kv=" << to_string(kv) << " H=" << heads
+                             << " q_len=" << q_len);
+            const MlaDecodePlan plan = mla_decode_plan(p, device);
+            CHECK(plan.spec.backend == backend);
+            CHECK(static_cast<int>(plan.smem_bytes) <= device.max_smem_per_block_optin);
+            CHECK(plan.threads % 32 == 0);
+            CHECK(plan.rows_per_cta * static_cast<int>(plan.grid[1]) >= heads * q_len);
+            CHECK(plan.grid[2] == 8u);
+            CHECK(static_cast<long>(plan.num_splits) * plan.split_tokens >= 64L * 64);
+            CHECK(plan.split_tokens % plan.spec.kv_tile == 0);
+            if (plan.num_splits > 1) {
+              const std::size_t groups = 8 * plan.grid[1];
+              const std::size_t counters = (groups * 4 + 255) / 256 * 256;
+              CHECK(plan.workspace_bytes ==
+                    counters + groups * plan.num_splits * plan.rows_per_cta * (512 + 2) * sizeof(float));
+            } else {
+              CHECK(plan.workspace_bytes == 0);
+            }
+          }
+  // One long request spreads over the GPU.
+  MlaDecodeParams lone = valid_params();
+  lone.batch = 1;
+  lone.max_pages_per_seq = 512;  // 32k keys
+  CHECK(mla_decode_plan(lone, h100()).num_splits >= 16);
+  // Forced splits are honoured; a count the merge cannot stage is an ArgumentError.
+  lone.num_splits = 5;
+  CHECK(mla_decode_plan(lone, h100()).num_splits == 5);
+  lone.num_splits = 64;
+  try {
+    (void)mla_decode_plan(lone, h100());
+  } catch (const ArgumentError& e) {
+    CHECK(std::string(e.what()).find("num_splits") != std::string::npos);
+  }
+}
+
+TEST_CASE("every MLA spec compiles for sm_90a (both backends) and sm_120a", "[mla][nvrtc]") {
+  xqajit::test::TempDir dir;
+  // 3 dtype pairs x 4 head counts x 2 page sizes x 4 q_len, per backend and arch:
+  // 96 x (hopper + portable on sm_90a, portable on sm_120a) = 288 kernels.
+  const auto r = xqajit::test::run_cli_line(
+      "", fmt::format("--cache-dir {} --json prewarm --skip-invalid --jobs 2 kind=mla input=bf16,fp8 kv=bf16,fp8 "
+                      "group=16,32,64,128 page_size=32,64 q_len=1,2,3,4 backend=portable,hopper "
+                      "arch=sm_90a,sm_120a",
+                      dir.path().string()));
+  INFO(r.describe().substr(0, 6000));
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc.at("compiled").get<int>() == 288);
+  CHECK(doc.at("failed").get<int>() == 0);
+}
