@@ -3,14 +3,14 @@
 # tool's machine has CUDA but none of the Debian packages, so binaries are
 # built on the dev host and carried):
 #
-#   scripts/pack_gpu_bins.sh            # on the dev host: builds and fills .gk/
-#   scripts/gpu_suite.sh                # on the GPU host, with .gk and .peers carried
+#   scripts/pack_gpu_bins.sh            # on the dev host: builds and fills .gpu/
+#   scripts/gpu_suite.sh                # on the GPU host, with .gpu and .peers carried
 #
 # Runs: every GPU test (decode family, graph replay, bundle-served kernel), the
 # JIT tier benchmark, prewarm scaling, then bench_decode and the peers on the same
 # shapes (tools/bench/run_decode_gpu.sh). Logs under $OUT; a short table last.
 set -u
-BIN=${BIN:-.gk}
+BIN=${BIN:-.gpu}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/$BIN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -18,7 +18,7 @@ export XQAJIT_CACHE_DIR=/tmp/xqajit-suite-cache
 
 echo "== GPU tests" | tee "$OUT/suite.txt"
 for t in "$BIN"/gpu_test_*; do
-  [ "$(basename "$t")" = gpu_test_decode ] && continue  # run by run_decode_gpu.sh below
+  case "$(basename "$t")" in gpu_test_decode|gpu_test_mla_decode) continue ;; esac  # run by run_*_gpu.sh below
   timeout 200 "$t" > "$OUT/$(basename "$t").log" 2>&1
   echo "$(basename "$t") exit $? : $(grep -E 'All tests passed|test cases:' "$OUT/$(basename "$t").log" | tail -1)" | tee -a "$OUT/suite.txt"
 done
@@ -45,4 +45,5 @@ done
 
 unset CUDA_CACHE_DISABLE
 [ -n "${SKIP_DECODE:-}" ] || OUT=$OUT BIN=$BIN tools/bench/run_decode_gpu.sh
+[ -n "${SKIP_MLA:-}" ] || OUT=$OUT BIN=$BIN tools/bench/run_mla_gpu.sh
 echo "===== suite summary"; cat "$OUT/suite.txt"

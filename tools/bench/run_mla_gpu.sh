@@ -1,0 +1,34 @@
+#!/bin/bash
+# One device command for the MLA family: the GPU tests (both backends on
+# sm_90a), bench_mla, then the two-bmm PyTorch peer on the same shapes; logs
+# under $OUT, a short table last. BIN holds what scripts/pack_gpu_bins.sh packs.
+# NO_PEERS=1 skips the peers; TEST_ARGS / BENCH_ARGS pass through.
+set -u
+BIN=${BIN:-.gpu}
+OUT=${OUT:-/tmp/out}
+export LD_LIBRARY_PATH=$PWD/$BIN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export XQAJIT_CACHE_DIR=${XQAJIT_CACHE_DIR:-/tmp/xqajit-cache}
+mkdir -p "$OUT"
+# Compile what the tests and the benchmark use over every core first (NVRTC
+# serialises compiles inside one process; the CLI fans out over processes).
+timeout 200 "$BIN/xqajit" prewarm --jobs "$(nproc)" --skip-invalid kind=mla input=bf16,fp8 kv=bf16,fp8 \
+  group=16,32,64,128 page_size=32,64 q_len=1,2,3,4 backend=portable,hopper > "$OUT/mla_prewarm.txt" 2>&1
+echo "mla prewarm exit $?: $(grep -E '^prewarm' "$OUT/mla_prewarm.txt")"
+timeout 300 "$BIN/gpu_test_mla_decode" ${TEST_ARGS:-} > "$OUT/mla_test.log" 2>&1
+echo "gpu_test_mla_decode exit: $?" | tee -a "$OUT/mla_test.log"
+timeout 200 "$BIN/bench_mla" ${BENCH_ARGS:-} > "$OUT/mla_bench.txt" 2> "$OUT/mla_bench.jsonl"
+echo "bench_mla exit: $?" >> "$OUT/mla_bench.txt"
+if [ -f .peers/decode_peers.py ] && [ -z "${NO_PEERS:-}" ]; then
+  PYTHONUNBUFFERED=1 timeout 150 python3 .peers/decode_peers.py --shapes tools/bench/peer_shapes_mla.json \
+    --out "$OUT/mla_peers.json" > "$OUT/mla_peers.txt" 2>&1
+  echo "peers exit: $?" >> "$OUT/mla_peers.txt"
+fi
+echo "===== mla test (tail)"; grep -E "FAILED|failed|passed|mla cases|worst|hopper |portable |seed|exit|error" "$OUT/mla_test.log" | tail -30
+echo "===== mla bench"; cat "$OUT/mla_bench.txt"
+echo "===== mla peers (PyTorch two bmm, bf16)"
+python3 - "$OUT/mla_peers.json" <<'PY' 2>/dev/null || tail -5 "$OUT/mla_peers.txt"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["rows"]:
+    print(f'H={r["H"]} B={r["B"]} L={r["L"]}: {r["torch_bmm_us"]:.1f} us, {r["torch_bmm_TFLOPs"]:.0f} TFLOP/s')
+PY
