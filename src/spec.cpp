@@ -228,6 +228,9 @@ KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_
   validate(spec, supported_archs);
   KernelSpec s = spec;
   if (s.backend == Backend::automatic) s.backend = backends_for(s.kind, s.arch).front();
+  // MLA's portable backend uses no arch-specific instruction: it is built for the
+  // plain arch, so one cubin serves every GPU of that major (sm_90 runs on sm_90a).
+  if (s.kind == Kind::mla && s.backend == Backend::portable) s.arch.accel = false;
   if (s.kv_tile == 0) s.kv_tile = default_kv_tile(s);
   return s;
 }

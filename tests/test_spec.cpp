@@ -43,7 +43,7 @@ TEST_CASE("golden canonical names", "[spec]") {
   CHECK(canonical_name(spec_from_fields({{"kind", "mla"}, {"group", "128"}, {"arch", "sm_90"}})) ==
         "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t32_portable_sm90");
   CHECK(canonical_name(spec_from_fields({{"kind", "mla"}, {"input", "fp8"}, {"group", "16"}, {"arch", "sm_120a"}})) ==
-        "mla_fp8_kvfp8_obf16_d576_p64_g16_q1_sw0_t32_portable_sm120a");
+        "mla_fp8_kvfp8_obf16_d576_p64_g16_q1_sw0_t32_portable_sm120");
 }
 
 TEST_CASE("names parse back to the same spec", "[spec]") {
@@ -170,7 +170,9 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
   CHECK(normalized(mla("sm_90", "auto")).backend == Backend::portable);
   CHECK(normalized(mla("sm_120a", "auto")).backend == Backend::portable);
   CHECK(normalized(mla("sm_90a", "portable")).backend == Backend::portable);
-  CHECK(canonical_name(mla("sm_90a", "portable")) == "mla_bf16_kvbf16_obf16_d576_p64_g16_q1_sw0_t32_portable_sm90a");
+  CHECK(canonical_name(mla("sm_90a", "portable")) == "mla_bf16_kvbf16_obf16_d576_p64_g16_q1_sw0_t32_portable_sm90");
+  // The portable backend builds for the plain arch (it runs on every 9.x).
+  CHECK_THROWS_AS(parse_name("mla_bf16_kvbf16_obf16_d576_p64_g16_q1_sw0_t32_portable_sm90a"), SpecError);
   // hopper needs sm_90a; the error says what this arch has.
   auto e = spec_error([&] { mla("sm_120a", "hopper"); });
   CHECK(e.field() == "backend");
