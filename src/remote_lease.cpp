@@ -110,7 +110,7 @@ FetchOrLease RemoteCache::fetch_or_lease(const std::string& name, const std::str
   const auto deadline = start + std::chrono::milliseconds(wait_ms_);
   int poll_ms = 5;
   for (bool waited = false;; waited = true) {
-    if ((out.cubin = fetch(name, arch, /*count_miss=*/!waited))) return out;
+    if ((out.cubin = fetch(name, arch, /*count_miss=*/false))) return out;  // get() counted the miss
     bool busy = false;
     out.lease = try_lease(name, &busy);
     if (out.lease.held() || !busy) return out;

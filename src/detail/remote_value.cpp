@@ -65,6 +65,15 @@ DecodedRemoteValue decode_remote_value(std::string_view value, const RemoteValue
   const bool is_signed = (get_le<std::uint32_t>(value, 12) & kSignedFlag) != 0;
   const auto cubin_size = get_le<std::uint64_t>(value, 16);
   const std::string_view sha = value.substr(24, 64);
+  // With a key, the signature comes first: nothing unauthenticated is even parsed.
+  if (!key.empty()) {
+    if (!is_signed) return refuse("unsigned, and XQAJIT_REMOTE_CACHE_KEY requires a signature");
+    if (value.size() < kFixedHeader + kTagSize) return refuse("the signature is truncated");
+    const std::size_t signed_bytes = value.size() - kTagSize;
+    const Sha256Digest tag = hmac_sha256(key, {value.substr(0, signed_bytes)});
+    if (!equal_in_constant_time(view(tag), value.substr(signed_bytes)))
+      return refuse("bad signature (forged, corrupted, or signed with another key)");
+  }
 
   std::size_t at = kFixedHeader;
   RemoteValueId id;
@@ -85,13 +94,6 @@ DecodedRemoteValue decode_remote_value(std::string_view value, const RemoteValue
   if (cubin_size > value.size() || value.size() - at != cubin_size + tag_size)
     return refuse(fmt::format("{} bytes after the header, expected a {}-byte cubin{} (truncated?)",
                               value.size() - at, cubin_size, is_signed ? " and a tag" : ""));
-  if (!key.empty()) {
-    if (!is_signed) return refuse("unsigned, and XQAJIT_REMOTE_CACHE_KEY requires a signature");
-    const std::size_t signed_bytes = value.size() - kTagSize;
-    const Sha256Digest tag = hmac_sha256(key, {value.substr(0, signed_bytes)});
-    if (!equal_in_constant_time(view(tag), value.substr(signed_bytes)))
-      return refuse("bad signature (forged, corrupted, or signed with another key)");
-  }
   const std::string_view cubin = value.substr(at, static_cast<std::size_t>(cubin_size));
   if (sha256_hex(cubin.data(), cubin.size()) != sha) return refuse("the cubin's SHA-256 does not match (corrupted)");
   d.cubin.emplace(cubin.begin(), cubin.end());
