@@ -113,7 +113,13 @@ FetchOrLease RemoteCache::fetch_or_lease(const std::string& name, const std::str
     if ((out.cubin = fetch(name, arch, /*count_miss=*/false))) return out;  // get() counted the miss
     bool busy = false;
     out.lease = try_lease(name, &busy);
-    if (out.lease.held() || !busy) return out;
+    if (out.lease.held()) {
+      // The previous holder may have published and released between our read and
+      // our SET NX; it publishes before it releases, so one more read settles it.
+      if ((out.cubin = fetch(name, arch, /*count_miss=*/false))) out.lease = RemoteLease();
+      return out;
+    }
+    if (!busy) return out;
     if (!waited) {
       ++counters_->lease_waits;
       detail::logger()->debug("{} is being compiled by another process; waiting for it", name);
