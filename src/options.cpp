@@ -66,6 +66,7 @@ Options Options::from_env() {
   if (const char* v = env("XQAJIT_LOG_LEVEL")) o.log_level = v;
   if (const char* v = env("XQAJIT_LIBCUDA")) o.libcuda_path = v;
   if (const char* v = env("XQAJIT_LIBNVRTC")) o.libnvrtc_path = v;
+  if (const char* v = env("XQAJIT_LIBHIREDIS")) o.libhiredis_path = v;
   if (const char* v = env("XQAJIT_REMOTE_CACHE")) o.remote_cache = v;
   if (const char* v = env("XQAJIT_REMOTE_CACHE_KEY")) o.remote_cache_key = v;
   o.remote_connect_timeout_ms = env_millis("XQAJIT_REMOTE_CONNECT_TIMEOUT_MS", o.remote_connect_timeout_ms);

@@ -102,8 +102,9 @@ RemoteCache::RemoteCache(const Options& options, std::string fingerprint)
       lease_ms_(std::max(options.remote_lease_ms, 30)),
       counters_(std::make_unique<Counters>()) {
   RemoteUrl url = parse_remote_url(options.remote_cache);
-  detail::hiredis_api();  // a missing library is reported now, not at the first miss
-  pool_ = std::make_shared<detail::RemotePool>(std::move(url), options.remote_connect_timeout_ms,
+  // A missing library is reported now, not at the first miss.
+  const detail::HiredisApi& api = detail::hiredis_api(options.libhiredis_path);
+  pool_ = std::make_shared<detail::RemotePool>(api, std::move(url), options.remote_connect_timeout_ms,
                                                options.remote_timeout_ms, options.remote_retry_ms);
 }
 

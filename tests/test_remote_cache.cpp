@@ -177,6 +177,10 @@ TEST_CASE("an unreachable remote costs one connect timeout, then nothing until t
   CHECK(engine.cubin(tiny_spec(1)).source == Source::compiled);
   CHECK(engine.cubin(tiny_spec(2)).source == Source::compiled);
   CHECK(engine.remote_cache()->stats().unavailable >= 1);
+  // Backing off: a read fails at once, without a connect attempt.
+  const auto t = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) CHECK_FALSE(engine.remote_cache()->get(canonical_name(tiny_spec(2)), "sm_90a"));
+  CHECK(ms_since(t) < 50);
   const RemoteStats s = engine.remote_cache()->stats();
   CHECK(s.hits == 0);
   CHECK(s.publishes == 0);
@@ -286,6 +290,21 @@ TEST_CASE("a bad remote URL turns the tier off, not the engine", "[remote]") {
   o.template_dir = dir / "templates";
   o.log_level = "off";
   o.remote_cache = "rediss://somewhere:6379";
+  Engine engine(o);
+  CHECK(engine.remote_cache() == nullptr);
+  CHECK(engine.cubin(tiny_spec(1)).source == Source::compiled);
+}
+
+TEST_CASE("a missing hiredis says so and turns the tier off, not the engine", "[remote]") {
+  TempDir dir;
+  xqajit::test::write_tiny_templates(dir / "templates");
+  Options o;
+  o.cache_dir = dir / "cache";
+  o.template_dir = dir / "templates";
+  o.log_level = "off";
+  o.remote_cache = "redis://127.0.0.1:6379";
+  o.libhiredis_path = (dir / "no-such-libhiredis.so").string();
+  CHECK_THROWS_WITH(RemoteCache(o, "v1-x"), Catch::Contains("hiredis") && Catch::Contains("libhiredis-dev"));
   Engine engine(o);
   CHECK(engine.remote_cache() == nullptr);
   CHECK(engine.cubin(tiny_spec(1)).source == Source::compiled);

@@ -98,6 +98,14 @@ TEST_CASE("doctor reports the remote, reachable or not, and exits 0", "[remote][
   const auto list = run_cli_line(fleet.env(), fleet.host(0) + " remote list");
   CHECK(list.exit_code == 1);
   CHECK_THAT(list.err, Catch::Contains("cannot connect"));
+  const std::string no_lib = fleet.env() + " XQAJIT_LIBHIREDIS=" + (fleet.dir / "missing.so").string();
+  const auto without = run_cli_line(no_lib, fleet.host(1) + " compile --json arch=sm_90a");
+  CHECK(json_of(without)["status"] == "compiled");
+  CHECK_THAT(without.err, Catch::Contains("remote cache (XQAJIT_REMOTE_CACHE) is off") &&
+                              Catch::Contains("libhiredis-dev"));
+  const auto list_without = run_cli_line(no_lib, fleet.host(1) + " remote list");
+  CHECK(list_without.exit_code == 1);
+  CHECK_THAT(list_without.err, Catch::Contains("could not load hiredis"));
   const auto none = run_cli_line(fleet.env(), "remote list");
   CHECK(none.exit_code == 2);
   CHECK_THAT(none.err, Catch::Contains("XQAJIT_REMOTE_CACHE"));

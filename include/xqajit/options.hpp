@@ -30,6 +30,8 @@ struct Options {
   /// XQAJIT_LIBCUDA / XQAJIT_LIBNVRTC: explicit paths of the driver and NVRTC libraries.
   std::string libcuda_path;
   std::string libnvrtc_path;
+  /// XQAJIT_LIBHIREDIS: explicit path of the hiredis library (the remote tier's client).
+  std::string libhiredis_path;
 
   // The remote (Redis) tier, shared by a fleet; see remote_cache.hpp.
   /// XQAJIT_REMOTE_CACHE: redis://[user:password@]host[:port][/db]; empty = no remote tier.

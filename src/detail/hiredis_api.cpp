@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <map>
+#include <vector>
 #include <memory>
 #include <mutex>
 
@@ -47,11 +49,13 @@ void bind(const DynLib& lib, Fn& fn, const char* name) {
   if (!fn) throw LibraryError(fmt::format("{} lacks the symbol {}; it is not hiredis", lib.path(), name));
 }
 
-std::unique_ptr<HiredisApi> load() {
+std::unique_ptr<HiredisApi> load(const std::string& explicit_path) {
   auto api = std::make_unique<HiredisApi>();
   api->lib = DynLib::open_first(
       "hiredis (the Redis C client, needed only by the remote cache tier)",
-      {"libhiredis.so.1.1.0", "libhiredis.so.1.0.0", "libhiredis.so.0.14", "libhiredis.so.0.13", "libhiredis.so"},
+      explicit_path.empty() ? std::vector<std::string>{"libhiredis.so.1.1.0", "libhiredis.so.1.0.0",
+                                                       "libhiredis.so.0.14", "libhiredis.so.0.13", "libhiredis.so"}
+                            : std::vector<std::string>{explicit_path},
       "The remote cache (XQAJIT_REMOTE_CACHE) is off; every other tier works. Install the client "
       "library (Debian: apt-get install libhiredis-dev, or its runtime package libhiredis0.14 / "
       "libhiredis1.1.0) to use it.");
@@ -98,21 +102,24 @@ std::string HiredisApi::context_errstr(const void* c) const {
   });
 }
 
-const HiredisApi& hiredis_api() {
-  // Loaded once; a failure is remembered (a missing library does not appear
-  // while the process runs) so that every caller gets the same message cheaply.
-  static std::once_flag once;
-  static std::unique_ptr<HiredisApi> api;
-  static std::string failure;
-  std::call_once(once, [] {
+const HiredisApi& hiredis_api(const std::string& explicit_path) {
+  // Loaded once per path; a failure is remembered too (a library does not appear
+  // while the process runs), so every caller gets the same message cheaply.
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<HiredisApi>> loaded;
+  static std::map<std::string, std::string> failures;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = failures.find(explicit_path); it != failures.end()) throw LibraryError(it->second);
+  auto& slot = loaded[explicit_path];
+  if (!slot) {
     try {
-      api = load();
+      slot = load(explicit_path);
     } catch (const LibraryError& e) {
-      failure = e.what();
+      failures[explicit_path] = e.what();
+      throw;
     }
-  });
-  if (!api) throw LibraryError(failure);
-  return *api;
+  }
+  return *slot;
 }
 
 }  // namespace xqajit::detail

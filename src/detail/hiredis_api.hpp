@@ -39,8 +39,9 @@ struct HiredisApi {
   std::string context_errstr(const void* context) const;
 };
 
-/// The loaded hiredis (once per process; thread-safe). Throws LibraryError
-/// naming the sonames tried and what to install.
-const HiredisApi& hiredis_api();
+/// The loaded hiredis (once per process and path; thread-safe): `explicit_path`
+/// alone when given, else the sonames. Throws LibraryError naming what was tried
+/// and what to install.
+const HiredisApi& hiredis_api(const std::string& explicit_path = {});
 
 }  // namespace xqajit::detail

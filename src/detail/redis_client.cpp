@@ -42,8 +42,8 @@ struct ReplyFree {
 
 }  // namespace
 
-RedisConnection RedisConnection::open(const RemoteUrl& url, int connect_timeout_ms, int timeout_ms) {
-  const HiredisApi& api = hiredis_api();
+RedisConnection RedisConnection::open(const HiredisApi& api, const RemoteUrl& url, int connect_timeout_ms,
+                                      int timeout_ms) {
   void* context = api.redisConnectWithTimeout(url.host.c_str(), url.port, millis(connect_timeout_ms));
   if (!context) throw RemoteError(fmt::format("cannot connect to {}: out of memory", url.display()));
   RedisConnection conn(&api, context, url.display());  // owns the context from here on

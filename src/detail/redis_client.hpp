@@ -28,7 +28,11 @@ class RedisConnection {
   /// Connects within connect_timeout_ms, sets the per-command timeout, then AUTH
   /// and SELECT as the URL says. Throws RemoteError (unreachable, refused
   /// password) or LibraryError (no hiredis).
-  static RedisConnection open(const RemoteUrl& url, int connect_timeout_ms, int timeout_ms);
+  static RedisConnection open(const HiredisApi& api, const RemoteUrl& url, int connect_timeout_ms,
+                              int timeout_ms);
+  static RedisConnection open(const RemoteUrl& url, int connect_timeout_ms, int timeout_ms) {
+    return open(hiredis_api(), url, connect_timeout_ms, timeout_ms);
+  }
 
   RedisConnection(RedisConnection&& other) noexcept;
   RedisConnection& operator=(RedisConnection&& other) noexcept;

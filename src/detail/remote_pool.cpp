@@ -12,8 +12,9 @@ constexpr int kMaxBackoffMs = 30000;
 constexpr std::size_t kMaxIdle = 8;  // more threads than this rarely miss at once
 }  // namespace
 
-RemotePool::RemotePool(RemoteUrl url, int connect_timeout_ms, int timeout_ms, int retry_ms)
-    : url_(std::move(url)),
+RemotePool::RemotePool(const HiredisApi& api, RemoteUrl url, int connect_timeout_ms, int timeout_ms, int retry_ms)
+    : api_(api),
+      url_(std::move(url)),
       connect_timeout_ms_(connect_timeout_ms),
       timeout_ms_(timeout_ms),
       retry_ms_(std::max(retry_ms, 1)) {}
@@ -42,7 +43,7 @@ std::unique_ptr<RedisConnection> RemotePool::acquire(bool for_cli) {
     if (!for_cli && down_ && std::chrono::steady_clock::now() < retry_at_) return nullptr;
   }
   try {
-    auto conn = std::make_unique<RedisConnection>(RedisConnection::open(url_, connect_timeout_ms_, timeout_ms_));
+    auto conn = std::make_unique<RedisConnection>(RedisConnection::open(api_, url_, connect_timeout_ms_, timeout_ms_));
     bool recovered = false;
     {
       std::lock_guard<std::mutex> g(mu_);

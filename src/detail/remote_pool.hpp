@@ -20,7 +20,7 @@ namespace xqajit::detail {
 
 class RemotePool {
  public:
-  RemotePool(RemoteUrl url, int connect_timeout_ms, int timeout_ms, int retry_ms);
+  RemotePool(const HiredisApi& api, RemoteUrl url, int connect_timeout_ms, int timeout_ms, int retry_ms);
   const RemoteUrl& url() const { return url_; }
 
   /// Runs fn(RedisConnection&) on a pooled connection. nullopt when the remote is
@@ -56,6 +56,7 @@ class RemotePool {
   void release(std::unique_ptr<RedisConnection> conn);
   void failed(const std::string& why);
 
+  const HiredisApi& api_;
   const RemoteUrl url_;
   const int connect_timeout_ms_, timeout_ms_, retry_ms_;
   std::mutex mu_;
