@@ -33,7 +33,8 @@ int env_millis(const char* name, int fallback) {
   char* end = nullptr;
   const long ms = std::strtol(v, &end, 10);
   if (!end || *end != '\0' || ms < 0 || ms > 3600 * 1000)
-    throw Error(fmt::format("environment variable {}={} is not a number of milliseconds (0 to 3600000)", name, v));
+    throw Error(
+        fmt::format("environment variable {}={} is not a number of milliseconds (0 to 3600000)", name, v));
   return static_cast<int>(ms);
 }
 

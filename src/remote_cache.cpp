@@ -41,7 +41,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 std::string RemoteUrl::display() const {
   std::string auth;
-  if (!user.empty() || !password.empty()) auth = (user.empty() ? "" : user) + (password.empty() ? "@" : ":***@");
+  if (!user.empty() || !password.empty())
+    auth = (user.empty() ? "" : user) + (password.empty() ? "@" : ":***@");
   const bool v6 = host.find(':') != std::string::npos;
   return fmt::format("redis://{}{}{}{}:{}/{}", auth, v6 ? "[" : "", host, v6 ? "]" : "", port, db);
 }
@@ -49,10 +50,11 @@ std::string RemoteUrl::display() const {
 RemoteUrl parse_remote_url(const std::string& url) {
   const std::string form = "redis://[user:password@]host[:port][/db]";
   if (url.rfind("rediss://", 0) == 0)
-    throw Error(fmt::format("remote cache URL {}: rediss:// (TLS) is not supported: xqajit loads plain "
-                            "hiredis, which has no TLS. Use redis:// on a trusted network or a TLS tunnel "
-                            "(stunnel, spiped), and set XQAJIT_REMOTE_CACHE_KEY so values are signed",
-                            url));
+    throw Error(
+        fmt::format("remote cache URL {}: rediss:// (TLS) is not supported: xqajit loads plain "
+                    "hiredis, which has no TLS. Use redis:// on a trusted network or a TLS tunnel "
+                    "(stunnel, spiped), and set XQAJIT_REMOTE_CACHE_KEY so values are signed",
+                    url));
   if (url.rfind("redis://", 0) != 0)
     throw Error(fmt::format("remote cache URL '{}' does not start with redis://; expected {}", url, form));
   RemoteUrl out;
@@ -81,7 +83,8 @@ RemoteUrl parse_remote_url(const std::string& url) {
     if (close == std::string::npos) throw Error(fmt::format("remote cache URL {}: unclosed '['", url));
     out.host = rest.substr(1, close - 1);
     if (close + 1 < rest.size()) {
-      if (rest[close + 1] != ':') throw Error(fmt::format("remote cache URL {}: expected ':' after ']'", url));
+      if (rest[close + 1] != ':')
+        throw Error(fmt::format("remote cache URL {}: expected ':' after ']'", url));
       out.port = parse_port(rest.substr(close + 2), url);
     }
   } else if (const auto colon = rest.rfind(':'); colon != std::string::npos) {
@@ -90,7 +93,8 @@ RemoteUrl parse_remote_url(const std::string& url) {
   } else {
     out.host = rest;
   }
-  if (out.host.empty()) throw Error(fmt::format("remote cache URL '{}' names no host; expected {}", url, form));
+  if (out.host.empty())
+    throw Error(fmt::format("remote cache URL '{}' names no host; expected {}", url, form));
   if (out.user == "default") out.user.clear();
   return out;
 }
@@ -112,14 +116,16 @@ RemoteCache::~RemoteCache() = default;
 
 const RemoteUrl& RemoteCache::url() const { return pool_->url(); }
 
-std::string RemoteCache::key_of(const std::string& name) const { return "xqajit:" + fingerprint_ + ":" + name; }
+std::string RemoteCache::key_of(const std::string& name) const {
+  return "xqajit:" + fingerprint_ + ":" + name;
+}
 
 std::optional<std::vector<char>> RemoteCache::get(const std::string& name, const std::string& arch) {
   return fetch(name, arch, /*count_miss=*/true);
 }
 
 std::optional<std::vector<char>> RemoteCache::fetch(const std::string& name, const std::string& arch,
-                                                     bool count_miss) {
+                                                    bool count_miss) {
   const std::string key = key_of(name);
   auto reply = pool_->run([&](detail::RedisConnection& c) { return c.command({"GET", key}); });
   if (!reply) {
@@ -136,13 +142,16 @@ std::optional<std::vector<char>> RemoteCache::fetch(const std::string& name, con
     ++counters_->misses;
     return std::nullopt;
   }
-  detail::DecodedRemoteValue decoded = detail::decode_remote_value(reply->str, {fingerprint_, name, arch}, key_);
+  detail::DecodedRemoteValue decoded =
+      detail::decode_remote_value(reply->str, {fingerprint_, name, arch}, key_);
   if (!decoded.cubin) {
     ++counters_->refused;
     pool_->warn_once("refused:" + key, fmt::format("remote cache {}: refused the value of {}: {}. It was "
                                                    "deleted; the kernel is built or fetched again",
                                                    url().display(), key, decoded.problem));
-    pool_->run([&](detail::RedisConnection& c) { return c.command({"EVAL", kDeleteIfSame, "1", key, reply->str}); });
+    pool_->run([&](detail::RedisConnection& c) {
+      return c.command({"EVAL", kDeleteIfSame, "1", key, reply->str});
+    });
     return std::nullopt;
   }
   ++counters_->hits;
@@ -159,9 +168,10 @@ bool RemoteCache::put(const std::string& name, const std::string& arch, const st
   }
   if (!reply->is_ok()) {
     // OOM (maxmemory reached), READONLY (a replica), NOAUTH/NOPERM (ACLs)...
-    pool_->warn_once("put-error", fmt::format("remote cache {} refused to store {}: {}. Carrying on: the kernel "
-                                              "stays in the local tiers",
-                                              url().display(), key, reply->str));
+    pool_->warn_once("put-error",
+                     fmt::format("remote cache {} refused to store {}: {}. Carrying on: the kernel "
+                                 "stays in the local tiers",
+                                 url().display(), key, reply->str));
     return false;
   }
   ++counters_->publishes;
@@ -193,8 +203,10 @@ RemoteProbe RemoteCache::probe() {
     RemoteProbe p;
     const auto start = std::chrono::steady_clock::now();
     const detail::RedisReply pong = c.command({"PING"});
-    p.latency_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (pong.is_error()) throw RemoteError(fmt::format("{} answered PING with {}", url().display(), pong.str));
+    p.latency_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (pong.is_error())
+      throw RemoteError(fmt::format("{} answered PING with {}", url().display(), pong.str));
     const detail::RedisReply info = c.command({"INFO", "server"});
     if (const auto at = info.str.find("redis_version:"); at != std::string::npos)
       p.server_version = info.str.substr(at + 14, info.str.find_first_of("\r\n", at) - at - 14);
@@ -211,7 +223,8 @@ std::vector<RemoteEntry> RemoteCache::list() {
       const detail::RedisReply len = c.command({"STRLEN", key});
       out.push_back({key.substr(prefix.size()), static_cast<std::uint64_t>(std::max(0LL, len.integer))});
     }
-    std::sort(out.begin(), out.end(), [](const RemoteEntry& a, const RemoteEntry& b) { return a.name < b.name; });
+    std::sort(out.begin(), out.end(),
+              [](const RemoteEntry& a, const RemoteEntry& b) { return a.name < b.name; });
     return out;
   });
 }

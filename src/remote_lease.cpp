@@ -23,7 +23,8 @@ namespace xqajit {
 namespace {
 
 constexpr char kRenewIfOurs[] =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0";
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return "
+    "0";
 constexpr char kReleaseIfOurs[] =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
 constexpr int kMaxPollMs = 100;
@@ -54,7 +55,9 @@ struct RemoteLease::State {
     while (!cv.wait_for(lock, period, [this] { return stop; })) {
       lock.unlock();
       const std::string ms = std::to_string(lease_ms);
-      auto r = pool->run([&](detail::RedisConnection& c) { return c.command({"EVAL", kRenewIfOurs, "1", key, token, ms}); });
+      auto r = pool->run([&](detail::RedisConnection& c) {
+        return c.command({"EVAL", kRenewIfOurs, "1", key, token, ms});
+      });
       if (r && r->integer == 0) detail::logger()->debug("lost the remote lease {} (expired)", key);
       lock.lock();
     }
@@ -67,7 +70,9 @@ struct RemoteLease::State {
     }
     cv.notify_all();
     if (renewer.joinable()) renewer.join();
-    pool->run([&](detail::RedisConnection& c) { return c.command({"EVAL", kReleaseIfOurs, "1", key, token}); });
+    pool->run([&](detail::RedisConnection& c) {
+      return c.command({"EVAL", kReleaseIfOurs, "1", key, token});
+    });
   }
 };
 
@@ -82,7 +87,9 @@ RemoteLease RemoteCache::try_lease(const std::string& name, bool* busy) {
   const std::string key = key_of(name) + ":lease";
   const std::string token = lease_token();
   const std::string ttl = std::to_string(lease_ms_);
-  auto reply = pool_->run([&](detail::RedisConnection& c) { return c.command({"SET", key, token, "NX", "PX", ttl}); });
+  auto reply = pool_->run([&](detail::RedisConnection& c) {
+    return c.command({"SET", key, token, "NX", "PX", ttl});
+  });
   if (!reply) return lease;
   if (reply->is_nil()) {
     *busy = true;
@@ -131,9 +138,10 @@ FetchOrLease RemoteCache::fetch_or_lease(const std::string& name, const std::str
                                                    wait_ms_, name));
       return out;
     }
-    std::this_thread::sleep_for(std::min(std::chrono::milliseconds(poll_ms),
-                                         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
-                                             std::chrono::milliseconds(1)));
+    std::this_thread::sleep_for(
+        std::min(std::chrono::milliseconds(poll_ms),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
+                     std::chrono::milliseconds(1)));
     poll_ms = std::min(poll_ms * 2, kMaxPollMs);
   }
 }

@@ -161,14 +161,16 @@ TEST_CASE("a killed Redis never fails the engine; publishes resume after a resta
   CHECK(engine.remote_cache()->stats().unavailable >= 1);
 
   fleet.redis.restart();  // empty: no persistence
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // past the backoff (50 ms, doubled a few times)
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(200));  // past the backoff (50 ms, doubled a few times)
   CHECK(engine.cubin(tiny_spec(6)).source == Source::compiled);
   CHECK(engine.remote_cache()->stats().publishes == 2);
   auto conn = fleet.raw();
   CHECK(conn.command({"EXISTS", engine.remote_cache()->key_of(canonical_name(tiny_spec(6)))}).integer == 1);
 }
 
-TEST_CASE("an unreachable remote costs one connect timeout, then nothing until the backoff ends", "[remote]") {
+TEST_CASE("an unreachable remote costs one connect timeout, then nothing until the backoff ends",
+          "[remote]") {
   Fleet fleet;
   Options o = fleet.host();
   o.remote_retry_ms = 60000;
@@ -179,7 +181,8 @@ TEST_CASE("an unreachable remote costs one connect timeout, then nothing until t
   CHECK(engine.remote_cache()->stats().unavailable >= 1);
   // Backing off: a read fails at once, without a connect attempt.
   const auto t = std::chrono::steady_clock::now();
-  for (int i = 0; i < 100; ++i) CHECK_FALSE(engine.remote_cache()->get(canonical_name(tiny_spec(2)), "sm_90a"));
+  for (int i = 0; i < 100; ++i)
+    CHECK_FALSE(engine.remote_cache()->get(canonical_name(tiny_spec(2)), "sm_90a"));
   CHECK(ms_since(t) < 50);
   const RemoteStats s = engine.remote_cache()->stats();
   CHECK(s.hits == 0);
@@ -234,7 +237,8 @@ TEST_CASE("authentication with a password", "[remote]") {
   CHECK(reader.cubin(spec).source == Source::remote);
 }
 
-TEST_CASE("a lease held by a dead process expires; a waiter compiles past the wait bound", "[remote][lease]") {
+TEST_CASE("a lease held by a dead process expires; a waiter compiles past the wait bound",
+          "[remote][lease]") {
   Fleet fleet;
   const KernelSpec spec = tiny_spec(2);
   auto conn = fleet.raw();

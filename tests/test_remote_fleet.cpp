@@ -2,8 +2,8 @@
 // disk cache (a host of the fleet), one redis-server is the shared store.
 // Includes the 32-process compile-once measurement, and (hidden, [.bench]) the
 // latency figures of the README: remote hit vs disk hit vs compile.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -28,7 +28,8 @@ struct CliFleet {
   CliFleet() { xqajit::test::write_tiny_templates(dir / "templates"); }
   std::string env() const { return "XQAJIT_TEMPLATE_DIR=" + (dir / "templates").string(); }
   std::string host(int i) const {
-    return fmt::format("--cache-dir {} --remote-cache {}", (dir / ("host" + std::to_string(i))).string(), redis.url());
+    return fmt::format("--cache-dir {} --remote-cache {}", (dir / ("host" + std::to_string(i))).string(),
+                       redis.url());
   }
 };
 
@@ -42,12 +43,14 @@ nlohmann::json json_of(const test::ProcessResult& r) {
 TEST_CASE("two processes, two disk caches, one Redis: miss, publish, remote hit, disk hit", "[remote][cli]") {
   CliFleet fleet;
   const std::string spec = "arch=sm_90a group=4";
-  CHECK(json_of(run_cli_line(fleet.env(), fleet.host(0) + " compile --json " + spec))["status"] == "compiled");
+  CHECK(json_of(run_cli_line(fleet.env(), fleet.host(0) + " compile --json " + spec))["status"] ==
+        "compiled");
   CHECK(json_of(run_cli_line(fleet.env(), fleet.host(1) + " compile --json " + spec))["status"] == "remote");
   CHECK(json_of(run_cli_line(fleet.env(), fleet.host(1) + " compile --json " + spec))["status"] == "disk");
 
   // prewarm --remote-cache fills it (worker processes pass the flag on).
-  const auto prewarm = run_cli_line(fleet.env(), fleet.host(2) + " prewarm --jobs 2 --json arch=sm_90a group=1,2,4");
+  const auto prewarm =
+      run_cli_line(fleet.env(), fleet.host(2) + " prewarm --jobs 2 --json arch=sm_90a group=1,2,4");
   const auto pw = json_of(prewarm);
   CHECK(pw["compiled"] == 2);
   CHECK(pw["cached"] == 1);  // group=4, from the remote
@@ -57,7 +60,8 @@ TEST_CASE("two processes, two disk caches, one Redis: miss, publish, remote hit,
   CHECK(json_of(run_cli_line(fleet.env(), fleet.host(3) + " remote list --json"))["entries"].empty());
 }
 
-TEST_CASE("32 processes with separate disk caches and one Redis compile a missing spec once", "[remote][cli]") {
+TEST_CASE("32 processes with separate disk caches and one Redis compile a missing spec once",
+          "[remote][cli]") {
   CliFleet fleet;
   constexpr int kProcesses = 32;
   std::vector<std::vector<std::string>> commands;
@@ -77,7 +81,8 @@ TEST_CASE("32 processes with separate disk caches and one Redis compile a missin
     remote += status == "remote";
     waited += r.err.find("is being compiled by another process") != std::string::npos;
   }
-  fmt::print(stderr, "[figure] {} processes, one missing spec: {} compile(s), {} remote hits ({} of them waited on "
+  fmt::print(stderr,
+             "[figure] {} processes, one missing spec: {} compile(s), {} remote hits ({} of them waited on "
              "the lease), {:.2f} s wall\n",
              kProcesses, compiled, remote, waited, seconds);
   CHECK(compiled == 1);
@@ -94,7 +99,8 @@ TEST_CASE("doctor reports the remote, reachable or not, and exits 0", "[remote][
   const auto down = json_of(run_cli_line(fleet.env(), fleet.host(0) + " doctor --json"));
   CHECK(down["remote"]["reachable"] == false);
   // compile carries on without it; remote list says why it cannot.
-  CHECK(json_of(run_cli_line(fleet.env(), fleet.host(0) + " compile --json arch=sm_90a"))["status"] == "compiled");
+  CHECK(json_of(run_cli_line(fleet.env(), fleet.host(0) + " compile --json arch=sm_90a"))["status"] ==
+        "compiled");
   const auto list = run_cli_line(fleet.env(), fleet.host(0) + " remote list");
   CHECK(list.exit_code == 1);
   CHECK_THAT(list.err, Catch::Contains("cannot connect"));
@@ -148,8 +154,9 @@ TEST_CASE("remote hit vs disk hit vs compile", "[.bench]") {
     REQUIRE(r.source == Source::disk);
     disk_s = r.seconds;
   }
-  fmt::print(stderr,
-             "[figure] cubin {} bytes: compile {:.3f} s; remote hit {:.2f} ms (GET + checks {:.2f} ms, the rest "
-             "is the write to the local disk cache); disk hit {:.2f} ms\n",
-             bytes, compile_s, remote_s * 1e3, get_ms, disk_s * 1e3);
+  fmt::print(
+      stderr,
+      "[figure] cubin {} bytes: compile {:.3f} s; remote hit {:.2f} ms (GET + checks {:.2f} ms, the rest "
+      "is the write to the local disk cache); disk hit {:.2f} ms\n",
+      bytes, compile_s, remote_s * 1e3, get_ms, disk_s * 1e3);
 }

@@ -13,8 +13,8 @@ using detail::RemoteValueId;
 
 namespace {
 
-const RemoteValueId kId{"v1-nvrtc13.0-t0123456789abcdef", "gqa_fp16_kvfp16_ofp16_d128_p64_g8_q1_sw0_t128_sm90a",
-                        "sm_90a"};
+const RemoteValueId kId{"v1-nvrtc13.0-t0123456789abcdef",
+                        "gqa_fp16_kvfp16_ofp16_d128_p64_g8_q1_sw0_t128_sm90a", "sm_90a"};
 
 std::vector<char> some_cubin() {
   std::vector<char> c(3000);
@@ -22,7 +22,8 @@ std::vector<char> some_cubin() {
   return c;
 }
 
-std::string refused_because(const std::string& value, const RemoteValueId& id = kId, const std::string& key = {}) {
+std::string refused_because(const std::string& value, const RemoteValueId& id = kId,
+                            const std::string& key = {}) {
   const auto d = decode_remote_value(value, id, key);
   return d.cubin ? std::string("accepted") : d.problem;
 }
@@ -76,8 +77,8 @@ TEST_CASE("a value for another toolchain, spec or arch is refused", "[remote][va
 
 TEST_CASE("a truncated value is refused at every length", "[remote][value]") {
   const std::string value = encode_remote_value(kId, some_cubin(), "");
-  for (std::size_t n : {std::size_t(0), std::size_t(7), std::size_t(87), std::size_t(95), value.size() / 2,
-                        value.size() - 1})
+  for (std::size_t n :
+       {std::size_t(0), std::size_t(7), std::size_t(87), std::size_t(95), value.size() / 2, value.size() - 1})
     CHECK(refused_because(value.substr(0, n)) != "accepted");
   CHECK(refused_because(value + "x") != "accepted");
   CHECK_THAT(refused_because("garbage that is long enough to hold a header but is not one at all, "

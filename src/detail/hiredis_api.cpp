@@ -4,9 +4,9 @@
 
 #include <cstring>
 #include <map>
-#include <vector>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "xqajit/error.hpp"
 
@@ -53,9 +53,10 @@ std::unique_ptr<HiredisApi> load(const std::string& explicit_path) {
   auto api = std::make_unique<HiredisApi>();
   api->lib = DynLib::open_first(
       "hiredis (the Redis C client, needed only by the remote cache tier)",
-      explicit_path.empty() ? std::vector<std::string>{"libhiredis.so.1.1.0", "libhiredis.so.1.0.0",
-                                                       "libhiredis.so.0.14", "libhiredis.so.0.13", "libhiredis.so"}
-                            : std::vector<std::string>{explicit_path},
+      explicit_path.empty()
+          ? std::vector<std::string>{"libhiredis.so.1.1.0", "libhiredis.so.1.0.0", "libhiredis.so.0.14",
+                                     "libhiredis.so.0.13", "libhiredis.so"}
+          : std::vector<std::string>{explicit_path},
       "The remote cache (XQAJIT_REMOTE_CACHE) is off; every other tier works. Install the client "
       "library (Debian: apt-get install libhiredis-dev, or its runtime package libhiredis0.14 / "
       "libhiredis1.1.0) to use it.");
@@ -83,23 +84,22 @@ long long HiredisApi::reply_integer(const void* r) const {
   return with_layout<ReplyV0, ReplyV1>(v1_layout, r, [](const auto& x) { return x.integer; });
 }
 std::string HiredisApi::reply_string(const void* r) const {
-  return with_layout<ReplyV0, ReplyV1>(v1_layout, r, [](const auto& x) {
-    return x.str ? std::string(x.str, x.len) : std::string();
-  });
+  return with_layout<ReplyV0, ReplyV1>(
+      v1_layout, r, [](const auto& x) { return x.str ? std::string(x.str, x.len) : std::string(); });
 }
 std::size_t HiredisApi::reply_elements(const void* r) const {
   return with_layout<ReplyV0, ReplyV1>(v1_layout, r, [](const auto& x) { return x.elements; });
 }
 const void* HiredisApi::reply_element(const void* r, std::size_t i) const {
-  return with_layout<ReplyV0, ReplyV1>(v1_layout, r, [i](const auto& x) -> const void* { return x.element[i]; });
+  return with_layout<ReplyV0, ReplyV1>(v1_layout, r,
+                                       [i](const auto& x) -> const void* { return x.element[i]; });
 }
 int HiredisApi::context_err(const void* c) const {
   return with_layout<ContextHeadV0, ContextHeadV1>(v1_layout, c, [](const auto& x) { return x.err; });
 }
 std::string HiredisApi::context_errstr(const void* c) const {
-  return with_layout<ContextHeadV0, ContextHeadV1>(v1_layout, c, [](const auto& x) {
-    return std::string(x.errstr, strnlen(x.errstr, sizeof x.errstr));
-  });
+  return with_layout<ContextHeadV0, ContextHeadV1>(
+      v1_layout, c, [](const auto& x) { return std::string(x.errstr, strnlen(x.errstr, sizeof x.errstr)); });
 }
 
 const HiredisApi& hiredis_api(const std::string& explicit_path) {

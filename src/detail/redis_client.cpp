@@ -23,14 +23,20 @@ RedisReply convert(const HiredisApi& api, const void* reply) {
   switch (out.type) {
     case RedisReplyType::string:
     case RedisReplyType::status:
-    case RedisReplyType::error: out.str = api.reply_string(reply); break;
-    case RedisReplyType::integer: out.integer = api.reply_integer(reply); break;
+    case RedisReplyType::error:
+      out.str = api.reply_string(reply);
+      break;
+    case RedisReplyType::integer:
+      out.integer = api.reply_integer(reply);
+      break;
     case RedisReplyType::array:
       for (std::size_t i = 0; i < api.reply_elements(reply); ++i)
         out.elements.push_back(convert(api, api.reply_element(reply, i)));
       break;
-    case RedisReplyType::nil: break;
-    default: out.type = RedisReplyType::error, out.str = "unexpected reply type (RESP3?)";
+    case RedisReplyType::nil:
+      break;
+    default:
+      out.type = RedisReplyType::error, out.str = "unexpected reply type (RESP3?)";
   }
   return out;
 }
@@ -59,7 +65,8 @@ RedisConnection RedisConnection::open(const HiredisApi& api, const RemoteUrl& ur
   if (url.db != 0) {
     const std::string db = std::to_string(url.db);
     const RedisReply select = conn.command({"SELECT", db});
-    if (!select.is_ok()) throw RemoteError(fmt::format("{} refused SELECT {}: {}", conn.where_, db, select.str));
+    if (!select.is_ok())
+      throw RemoteError(fmt::format("{} refused SELECT {}: {}", conn.where_, db, select.str));
   }
   return conn;
 }
@@ -90,8 +97,8 @@ RedisReply RedisConnection::command(const std::vector<std::string_view>& args) {
   void* reply = api_->redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data());
   if (!reply) {
     // hiredis sets err and errstr (a timeout reads "Resource temporarily unavailable").
-    throw RemoteError(fmt::format("{} failed on {}: {}", args.size() ? std::string(args[0]) : "command", where_,
-                                  api_->context_errstr(context_)));
+    throw RemoteError(fmt::format("{} failed on {}: {}", args.size() ? std::string(args[0]) : "command",
+                                  where_, api_->context_errstr(context_)));
   }
   const std::unique_ptr<void, ReplyFree> owned(reply, ReplyFree{api_});
   return convert(*api_, owned.get());

@@ -12,7 +12,8 @@ constexpr int kMaxBackoffMs = 30000;
 constexpr std::size_t kMaxIdle = 8;  // more threads than this rarely miss at once
 }  // namespace
 
-RemotePool::RemotePool(const HiredisApi& api, RemoteUrl url, int connect_timeout_ms, int timeout_ms, int retry_ms)
+RemotePool::RemotePool(const HiredisApi& api, RemoteUrl url, int connect_timeout_ms, int timeout_ms,
+                       int retry_ms)
     : api_(api),
       url_(std::move(url)),
       connect_timeout_ms_(connect_timeout_ms),
@@ -43,7 +44,8 @@ std::unique_ptr<RedisConnection> RemotePool::acquire(bool for_cli) {
     if (!for_cli && down_ && std::chrono::steady_clock::now() < retry_at_) return nullptr;
   }
   try {
-    auto conn = std::make_unique<RedisConnection>(RedisConnection::open(api_, url_, connect_timeout_ms_, timeout_ms_));
+    auto conn = std::make_unique<RedisConnection>(
+        RedisConnection::open(api_, url_, connect_timeout_ms_, timeout_ms_));
     bool recovered = false;
     {
       std::lock_guard<std::mutex> g(mu_);

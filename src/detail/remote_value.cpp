@@ -35,7 +35,8 @@ std::string_view view(const Sha256Digest& d) { return {reinterpret_cast<const ch
 
 }  // namespace
 
-std::string encode_remote_value(const RemoteValueId& id, const std::vector<char>& cubin, std::string_view key) {
+std::string encode_remote_value(const RemoteValueId& id, const std::vector<char>& cubin,
+                                std::string_view key) {
   std::string out(kMagic, sizeof kMagic);
   put_le<std::uint32_t>(out, kRemoteValueVersion);
   put_le<std::uint32_t>(out, key.empty() ? 0 : kSignedFlag);
@@ -88,14 +89,16 @@ DecodedRemoteValue decode_remote_value(std::string_view value, const RemoteValue
   if (id.fingerprint != expected.fingerprint)
     return refuse(fmt::format("built by toolchain {}, expected {}", id.fingerprint, expected.fingerprint));
   if (id.name != expected.name) return refuse(fmt::format("holds {}, not {}", id.name, expected.name));
-  if (id.arch != expected.arch) return refuse(fmt::format("built for {}, expected {}", id.arch, expected.arch));
+  if (id.arch != expected.arch)
+    return refuse(fmt::format("built for {}, expected {}", id.arch, expected.arch));
 
   const std::size_t tag_size = is_signed ? kTagSize : 0;
   if (cubin_size > value.size() || value.size() - at != cubin_size + tag_size)
     return refuse(fmt::format("{} bytes after the header, expected a {}-byte cubin{} (truncated?)",
                               value.size() - at, cubin_size, is_signed ? " and a tag" : ""));
   const std::string_view cubin = value.substr(at, static_cast<std::size_t>(cubin_size));
-  if (sha256_hex(cubin.data(), cubin.size()) != sha) return refuse("the cubin's SHA-256 does not match (corrupted)");
+  if (sha256_hex(cubin.data(), cubin.size()) != sha)
+    return refuse("the cubin's SHA-256 does not match (corrupted)");
   d.cubin.emplace(cubin.begin(), cubin.end());
   return d;
 }

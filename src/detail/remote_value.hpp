@@ -26,7 +26,8 @@ struct RemoteValueId {
 };
 
 /// Signs with `key` when it is not empty.
-std::string encode_remote_value(const RemoteValueId& id, const std::vector<char>& cubin, std::string_view key);
+std::string encode_remote_value(const RemoteValueId& id, const std::vector<char>& cubin,
+                                std::string_view key);
 
 struct DecodedRemoteValue {
   std::optional<std::vector<char>> cubin;  // set when the value passed every check

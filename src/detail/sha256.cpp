@@ -55,7 +55,8 @@ class Sha256 {
     finish();
     Sha256Digest out{};
     for (std::size_t i = 0; i < 8; ++i)
-      for (std::size_t b = 0; b < 4; ++b) out[4 * i + b] = static_cast<unsigned char>(state_[i] >> (24 - 8 * b));
+      for (std::size_t b = 0; b < 4; ++b)
+        out[4 * i + b] = static_cast<unsigned char>(state_[i] >> (24 - 8 * b));
     return out;
   }
 

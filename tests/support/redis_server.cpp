@@ -107,8 +107,8 @@ void RedisServer::restart() {
 }
 
 void RedisServer::start() {
-  std::vector<std::string> args = {find_redis_server(), "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                   "--save", "", "--appendonly", "no", "--daemonize", "no",
+  std::vector<std::string> args = {find_redis_server(), "--port", std::to_string(port_), "--bind",
+                                   "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
                                    "--dir", dir_.path().string(), "--logfile", (dir_ / "redis.log").string(),
                                    // DEBUG SLEEP plays a slow server; Redis 7 allows it only when asked.
                                    "--enable-debug-command", "local"};
@@ -138,7 +138,8 @@ void RedisServer::wait_until_ready() {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   kill();
-  throw std::runtime_error("redis-server did not answer within 10 s; its log: " + read_file(dir_ / "redis.log"));
+  throw std::runtime_error("redis-server did not answer within 10 s; its log: " +
+                           read_file(dir_ / "redis.log"));
 }
 
 }  // namespace xqajit::test

@@ -55,10 +55,13 @@ void run_clear(const GlobalFlags& flags) {
   RemoteHandle h = open_remote(flags);
   const std::size_t removed = h.remote->clear();
   if (flags.json) {
-    print_json({{"remote", h.remote->url().display()}, {"fingerprint", h.remote->fingerprint()}, {"removed", removed}});
+    print_json({{"remote", h.remote->url().display()},
+                {"fingerprint", h.remote->fingerprint()},
+                {"removed", removed}});
     return;
   }
-  fmt::print("removed {} entries of {} from {}\n", removed, h.remote->fingerprint(), h.remote->url().display());
+  fmt::print("removed {} entries of {} from {}\n", removed, h.remote->fingerprint(),
+             h.remote->url().display());
 }
 
 }  // namespace
@@ -103,10 +106,11 @@ void print_remote_text(const nlohmann::json& r) {
 void add_remote_commands(CLI::App& app, GlobalFlags& flags, int& exit_code) {
   CLI::App* remote = app.add_subcommand("remote", "The remote (Redis) cache of this toolchain fingerprint");
   remote->require_subcommand(1);
-  remote->add_subcommand("list", "List the remote's entries for this fingerprint")->callback([&flags, &exit_code] {
-    run_list(flags);
-    exit_code = 0;
-  });
+  remote->add_subcommand("list", "List the remote's entries for this fingerprint")
+      ->callback([&flags, &exit_code] {
+        run_list(flags);
+        exit_code = 0;
+      });
   remote->add_subcommand("clear", "Remove the remote's entries for this fingerprint")
       ->callback([&flags, &exit_code] {
         run_clear(flags);
