@@ -3,7 +3,10 @@
 # Runs `apt-get update` only when something has to be installed.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ libfmt-dev libspdlog-dev nlohmann-json3-dev catch2 libcli11-dev ccache)
+# libhiredis-dev: the Redis client the remote cache tier dlopens (any soname it
+# ships, 0.14 or 1.x); redis-server: the tests start one on a loopback port.
+packages=(cmake ninja-build g++ libfmt-dev libspdlog-dev nlohmann-json3-dev catch2 libcli11-dev ccache
+          libhiredis-dev redis-server)
 
 missing=()
 for pkg in "${packages[@]}"; do

@@ -16,6 +16,7 @@
 #include "xqajit/cache.hpp"
 #include "xqajit/compiler.hpp"
 #include "xqajit/error.hpp"
+#include "xqajit/remote_cache.hpp"
 
 namespace xqajit {
 namespace {
@@ -71,6 +72,7 @@ std::string to_string(Source s) {
     case Source::memory: return "memory";
     case Source::bundle: return "bundle";
     case Source::disk: return "disk";
+    case Source::remote: return "remote";
     case Source::compiled: return "compiled";
   }
   return "?";
@@ -84,6 +86,7 @@ struct Engine::Impl {
   std::string template_suffix;     // "-t<hash16>": what a bundle entry must match
   std::unique_ptr<DiskCache> disk;
   std::unique_ptr<BundleSet> bundles;
+  std::unique_ptr<RemoteCache> remote;
 
   mutable std::mutex mu;  // guards memory, inflight, stats
   std::unordered_map<std::string, CubinRef> memory;
@@ -107,10 +110,20 @@ struct Engine::Impl {
     }
     if (options.disk_cache) disk = std::make_unique<DiskCache>(options.cache_dir, fingerprint);
     if (!options.bundles.empty()) bundles = std::make_unique<BundleSet>(options.bundles);
+    if (!options.remote_cache.empty()) {
+      try {
+        remote = std::make_unique<RemoteCache>(options, fingerprint);
+      } catch (const Error& e) {
+        // A misconfigured or unsupported remote must not stop a host that works locally.
+        detail::logger()->error("remote cache (XQAJIT_REMOTE_CACHE) is off: {}", e.what());
+      }
+    }
   }
 
-  /// Bundles, then disk, then (under the entry's cross-process lock) disk
-  /// again, then NVRTC. Runs once per name at a time (see cubin()).
+  /// Bundles, then disk, then the remote, then (under the entry's cross-process
+  /// lock and the remote's fleet-wide lease) disk and remote again, then NVRTC;
+  /// a compile is published to disk, then to the remote. Runs once per name at a
+  /// time (see cubin()).
   CubinRef resolve(const KernelSpec& spec, const std::string& name) {
     const auto start = std::chrono::steady_clock::now();
     CubinRef ref;
@@ -128,6 +141,18 @@ struct Engine::Impl {
       if (auto hit = bundles->find(name, template_suffix)) return found(Source::bundle, std::move(hit->cubin), hit->file, hit->entry.fingerprint);
     if (disk)
       if (auto bytes = disk->load(name)) return found(Source::disk, std::move(*bytes), disk->entry_dir(name), fingerprint);
+    const std::string arch = spec.arch.str();
+    // A remote hit goes to the local disk too, so the next process on this host hits disk.
+    auto from_remote = [&](std::vector<char> bytes) {
+      std::filesystem::path path;
+      if (disk) {
+        const nlohmann::json meta = {{"source", "remote"}, {"remote", remote->url().display()}};
+        if (auto dir = disk->publish(name, bytes, meta.dump())) path = *dir;
+      }
+      return found(Source::remote, std::move(bytes), path, fingerprint);
+    };
+    if (remote)
+      if (auto bytes = remote->get(name, arch)) return from_remote(std::move(*bytes));
     if (options.no_compile)
       throw NotAvailableError(fmt::format(
           "kernel {} is in no bundle ({} bundle(s) searched) and not in the cache at {}, and compiling "
@@ -140,6 +165,12 @@ struct Engine::Impl {
       // Another process may have published while we waited for the lock.
       if (auto bytes = disk->load(name)) return found(Source::disk, std::move(*bytes), disk->entry_dir(name), fingerprint);
     }
+    RemoteLease lease;  // released when this returns: after both publishes
+    if (remote) {
+      FetchOrLease fetched = remote->fetch_or_lease(name, arch);
+      if (fetched.cubin) return from_remote(std::move(*fetched.cubin));
+      lease = std::move(fetched.lease);
+    }
     CompiledKernel compiled = compiler.compile(spec);
     std::filesystem::path path;
     if (disk) {
@@ -150,6 +181,7 @@ struct Engine::Impl {
       if (auto dir = disk->publish(name, compiled.cubin, meta.dump())) path = *dir;
       if (options.cache_max_bytes) disk->gc(options.cache_max_bytes);
     }
+    if (remote) remote->put(name, arch, compiled.cubin);
     {
       std::lock_guard<std::mutex> g(mu);
       stats.compile_seconds += compiled.seconds;
@@ -162,6 +194,7 @@ struct Engine::Impl {
       case Source::memory: ++stats.memory_hits; break;
       case Source::bundle: ++stats.bundle_hits; break;
       case Source::disk: ++stats.disk_hits; break;
+      case Source::remote: ++stats.remote_hits; break;
       case Source::compiled: ++stats.compiles; break;
     }
   }
@@ -282,6 +315,7 @@ EngineStats Engine::stats() const {
 }
 const Options& Engine::options() const { return impl_->options; }
 DiskCache* Engine::disk_cache() { return impl_->disk.get(); }
+RemoteCache* Engine::remote_cache() { return impl_->remote.get(); }
 const Compiler& Engine::compiler() const { return impl_->compiler; }
 std::string Engine::fingerprint() const { return impl_->fingerprint; }
 

@@ -27,6 +27,17 @@ bool env_flag(const char* name, bool fallback) {
   throw Error(fmt::format("environment variable {}={} is not a boolean (use 1 or 0)", name, s));
 }
 
+int env_millis(const char* name, int fallback) {
+  const char* v = env(name);
+  if (!v) return fallback;
+  char* end = nullptr;
+  const long ms = std::strtol(v, &end, 10);
+  if (!end || *end != '\0' || ms < 0 || ms > 3600 * 1000)
+    throw Error(
+        fmt::format("environment variable {}={} is not a number of milliseconds (0 to 3600000)", name, v));
+  return static_cast<int>(ms);
+}
+
 }  // namespace
 
 std::filesystem::path default_cache_dir() {
@@ -56,6 +67,13 @@ Options Options::from_env() {
   if (const char* v = env("XQAJIT_LOG_LEVEL")) o.log_level = v;
   if (const char* v = env("XQAJIT_LIBCUDA")) o.libcuda_path = v;
   if (const char* v = env("XQAJIT_LIBNVRTC")) o.libnvrtc_path = v;
+  if (const char* v = env("XQAJIT_LIBHIREDIS")) o.libhiredis_path = v;
+  if (const char* v = env("XQAJIT_REMOTE_CACHE")) o.remote_cache = v;
+  if (const char* v = env("XQAJIT_REMOTE_CACHE_KEY")) o.remote_cache_key = v;
+  o.remote_connect_timeout_ms = env_millis("XQAJIT_REMOTE_CONNECT_TIMEOUT_MS", o.remote_connect_timeout_ms);
+  o.remote_timeout_ms = env_millis("XQAJIT_REMOTE_TIMEOUT_MS", o.remote_timeout_ms);
+  o.remote_wait_ms = env_millis("XQAJIT_REMOTE_WAIT_MS", o.remote_wait_ms);
+  o.remote_retry_ms = env_millis("XQAJIT_REMOTE_RETRY_MS", o.remote_retry_ms);
   return o;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-/// The facade: memory -> bundles -> disk cache -> NVRTC, then a per-device load.
-/// Thread-safe; threads (and, through the disk cache's lock, processes) asking
-/// for the same missing spec compile it once.
+/// The facade: memory -> bundles -> disk cache -> remote (Redis) -> NVRTC, then a
+/// per-device load. Thread-safe; threads (and, through the disk cache's lock and
+/// the remote's lease, processes on one host or across a fleet) asking for the
+/// same missing spec compile it once.
 
 #include <cstdint>
 #include <filesystem>
@@ -18,9 +19,10 @@ namespace xqajit {
 
 class DiskCache;
 class Compiler;
+class RemoteCache;
 
 /// Where a cubin came from.
-enum class Source { memory, bundle, disk, compiled };
+enum class Source { memory, bundle, disk, remote, compiled };
 std::string to_string(Source s);
 
 struct CubinRef {
@@ -33,7 +35,7 @@ struct CubinRef {
 };
 
 struct EngineStats {
-  std::uint64_t memory_hits = 0, bundle_hits = 0, disk_hits = 0, compiles = 0, failures = 0;
+  std::uint64_t memory_hits = 0, bundle_hits = 0, disk_hits = 0, remote_hits = 0, compiles = 0, failures = 0;
   double compile_seconds = 0;
 };
 
@@ -71,6 +73,8 @@ class Engine {
   const Options& options() const;
   /// Null when the engine runs memory-only (XQAJIT_DISK_CACHE=0).
   DiskCache* disk_cache();
+  /// Null when no remote tier is configured (or it could not start: see the log).
+  RemoteCache* remote_cache();
   const Compiler& compiler() const;
   /// The toolchain fingerprint entries are stored under.
   std::string fingerprint() const;

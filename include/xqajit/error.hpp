@@ -68,6 +68,13 @@ class CacheError : public Error {
   using Error::Error;
 };
 
+/// The remote cache could not be reached or refused a command. The engine never
+/// lets it escape (it carries on locally); the CLI's remote commands report it.
+class RemoteError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// A bundle file is malformed; names the file and, where known, the entry.
 class BundleError : public Error {
  public:

@@ -30,6 +30,27 @@ struct Options {
   /// XQAJIT_LIBCUDA / XQAJIT_LIBNVRTC: explicit paths of the driver and NVRTC libraries.
   std::string libcuda_path;
   std::string libnvrtc_path;
+  /// XQAJIT_LIBHIREDIS: explicit path of the hiredis library (the remote tier's client).
+  std::string libhiredis_path;
+
+  // The remote (Redis) tier, shared by a fleet; see remote_cache.hpp.
+  /// XQAJIT_REMOTE_CACHE: redis://[user:password@]host[:port][/db]; empty = no remote tier.
+  std::string remote_cache;
+  /// XQAJIT_REMOTE_CACHE_KEY: shared secret; values are signed (HMAC-SHA256) and
+  /// unsigned or badly signed values refused.
+  std::string remote_cache_key;
+  /// XQAJIT_REMOTE_CONNECT_TIMEOUT_MS / XQAJIT_REMOTE_TIMEOUT_MS: connect and per-command bounds.
+  int remote_connect_timeout_ms = 100;
+  int remote_timeout_ms = 500;
+  /// XQAJIT_REMOTE_WAIT_MS: how long to wait for another process's compile of
+  /// the same spec before compiling locally.
+  int remote_wait_ms = 30000;
+  /// XQAJIT_REMOTE_RETRY_MS: first pause before reconnecting to an unreachable
+  /// remote (doubles on each failure, up to 30 s).
+  int remote_retry_ms = 1000;
+  /// The compile lease's time to live; renewed every third of it while compiling.
+  /// (No variable: a library knob for tests of an expiring lease.)
+  int remote_lease_ms = 5000;
 
   /// Reads the variables above; unset ones keep their defaults.
   static Options from_env();

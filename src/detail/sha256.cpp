@@ -41,15 +41,7 @@ class Sha256 {
   }
 
   std::string finish_hex() {
-    const std::uint64_t bit_length = total_bytes_ * 8;
-    // Padding: a single 1 bit, zeros up to 56 mod 64, then the 64-bit big-endian length.
-    unsigned char padding[72] = {0x80};
-    std::size_t pad_len = (block_used_ < 56) ? 56 - block_used_ : 120 - block_used_;
-    for (int i = 0; i < 8; ++i) padding[pad_len + i] = static_cast<unsigned char>(bit_length >> (56 - 8 * i));
-    std::uint64_t saved_total = total_bytes_;
-    update(padding, pad_len + 8);
-    total_bytes_ = saved_total;
-
+    finish();
     static const char kHex[] = "0123456789abcdef";
     std::string out;
     out.reserve(64);
@@ -59,7 +51,27 @@ class Sha256 {
     return out;
   }
 
+  Sha256Digest finish_digest() {
+    finish();
+    Sha256Digest out{};
+    for (std::size_t i = 0; i < 8; ++i)
+      for (std::size_t b = 0; b < 4; ++b)
+        out[4 * i + b] = static_cast<unsigned char>(state_[i] >> (24 - 8 * b));
+    return out;
+  }
+
  private:
+  void finish() {
+    const std::uint64_t bit_length = total_bytes_ * 8;
+    // Padding: a single 1 bit, zeros up to 56 mod 64, then the 64-bit big-endian length.
+    unsigned char padding[72] = {0x80};
+    std::size_t pad_len = (block_used_ < 56) ? 56 - block_used_ : 120 - block_used_;
+    for (int i = 0; i < 8; ++i) padding[pad_len + i] = static_cast<unsigned char>(bit_length >> (56 - 8 * i));
+    std::uint64_t saved_total = total_bytes_;
+    update(padding, pad_len + 8);
+    total_bytes_ = saved_total;
+  }
+
   void compress(const unsigned char* block) {
     std::uint32_t w[64];
     for (int i = 0; i < 16; ++i) {
@@ -112,6 +124,15 @@ std::string sha256_hex(const void* data, std::size_t size) {
   Sha256 hasher;
   hasher.update(static_cast<const unsigned char*>(data), size);
   return hasher.finish_hex();
+}
+
+Sha256Digest sha256_digest(const std::string_view* parts, std::size_t count) {
+  Sha256 hasher;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::string_view p = parts[i];
+    hasher.update(reinterpret_cast<const unsigned char*>(p.data()), p.size());
+  }
+  return hasher.finish_digest();
 }
 
 }  // namespace xqajit::detail

@@ -18,6 +18,7 @@ struct GlobalFlags {
   bool json = false;                 // --json
   bool no_compile = false;           // --no-compile
   std::vector<std::string> bundles;  // --bundle FILE (repeatable), added to XQAJIT_BUNDLES
+  std::string remote_cache;          // --remote-cache URL (XQAJIT_REMOTE_CACHE)
 };
 
 /// Options::from_env() with the global flags applied on top.
@@ -28,5 +29,6 @@ void add_spec_commands(CLI::App& app, GlobalFlags& flags, int& exit_code);     /
 void add_cache_commands(CLI::App& app, GlobalFlags& flags, int& exit_code);    // list, clear, gc, doctor
 void add_prewarm_command(CLI::App& app, GlobalFlags& flags, int& exit_code);   // prewarm
 void add_bundle_commands(CLI::App& app, GlobalFlags& flags, int& exit_code);   // bundle pack/list/verify/unpack
+void add_remote_commands(CLI::App& app, GlobalFlags& flags, int& exit_code);   // remote list/clear
 
 }  // namespace xqajit::cli

@@ -16,6 +16,7 @@ Options make_options(const GlobalFlags& flags) {
   Options options = Options::from_env();
   if (!flags.cache_dir.empty()) options.cache_dir = flags.cache_dir;
   if (flags.no_compile) options.no_compile = true;
+  if (!flags.remote_cache.empty()) options.remote_cache = flags.remote_cache;
   // --bundle adds to XQAJIT_BUNDLES, ahead of it: what the command line names wins.
   std::vector<std::filesystem::path> bundles(flags.bundles.begin(), flags.bundles.end());
   bundles.insert(bundles.end(), options.bundles.begin(), options.bundles.end());

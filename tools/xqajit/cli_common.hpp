@@ -34,6 +34,12 @@ std::string spec_args_help();
 /// Prints `value` as one line of JSON on stdout.
 void print_json(const nlohmann::json& value);
 
+/// doctor's view of the remote tier: configured, reachable, latency, entries of
+/// this fingerprint, or the error. Never throws.
+nlohmann::json probe_remote(const Options& options, const std::string& fingerprint);
+/// doctor's text lines for probe_remote's result.
+void print_remote_text(const nlohmann::json& remote);
+
 /// Human-readable byte count: "1.5 MiB".
 std::string human_bytes(std::uint64_t bytes);
 

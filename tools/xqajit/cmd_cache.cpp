@@ -1,5 +1,5 @@
 // `xqajit list | clear | gc` (the on-disk cache) and `xqajit doctor` (what this
-// host has: driver, GPUs, NVRTC, templates, cache, bundles — and what works).
+// host has: driver, GPUs, NVRTC, templates, cache, bundles, remote — and what works).
 
 #include <fmt/format.h>
 
@@ -250,6 +250,7 @@ void print_doctor_text(const nlohmann::json& r) {
     else
       fmt::print("  {}: UNUSABLE: {}\n", b["path"].get<std::string>(), b["error"].get<std::string>());
   }
+  print_remote_text(r["remote"]);
   fmt::print("summary\n");
   for (const auto& line : r["summary"]) fmt::print("  {}\n", line.get<std::string>());
 }
@@ -286,6 +287,7 @@ void run_doctor(const GlobalFlags& flags) {
   }
   report["cache"] = probe_cache(options, fingerprint);
   report["bundles"] = probe_bundles(options);
+  report["remote"] = probe_remote(options, fingerprint);
   report["options"] = {{"no_compile", options.no_compile},
                        {"log_level", options.log_level},
                        {"template_dir", options.template_dir.string()}};
@@ -302,6 +304,10 @@ void run_doctor(const GlobalFlags& flags) {
   summary.push_back(
       gpu ? "launch kernels: yes"
           : "launch kernels: no (no driver or no GPU); spec, compile, prewarm and bundles still work");
+  if (!options.remote_cache.empty())
+    summary.push_back(report["remote"].value("reachable", false)
+                          ? "remote cache: yes"
+                          : "remote cache: NOT reachable (the engine carries on with the local tiers)");
   if (report.contains("environment_error"))
     summary.push_back("environment: " + report["environment_error"].get<std::string>());
   if (report.contains("engine_error"))

@@ -135,6 +135,7 @@ Source parse_source(const std::string& status) {
   if (status == "compiled") return Source::compiled;
   if (status == "disk") return Source::disk;
   if (status == "bundle") return Source::bundle;
+  if (status == "remote") return Source::remote;
   return Source::memory;
 }
 
@@ -158,6 +159,7 @@ Worker spawn_worker(const GlobalFlags& flags) {
   if (!flags.cache_dir.empty()) args.insert(args.end(), {"--cache-dir", flags.cache_dir});
   if (flags.no_compile) args.push_back("--no-compile");
   for (const auto& b : flags.bundles) args.insert(args.end(), {"--bundle", b});
+  if (!flags.remote_cache.empty()) args.insert(args.end(), {"--remote-cache", flags.remote_cache});
   args.push_back("prewarm-worker");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

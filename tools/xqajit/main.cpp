@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   using namespace xqajit::cli;
   CLI::App app{
       "xqajit: runtime JIT compiler and cache for decode-attention kernels.\n"
-      "Kernels come from memory, bundles, the disk cache, or NVRTC, in that order."};
+      "Kernels come from memory, bundles, the disk cache, a remote cache, or NVRTC, in that order."};
   // Global flags are accepted after the subcommand too (xqajit compile --json ...).
   app.fallthrough();
   app.require_subcommand(1);
@@ -49,12 +49,16 @@ int main(int argc, char** argv) {
   app.add_option("--bundle", flags.bundles, "A bundle file or folder of bundles, searched first (repeatable)")
       ->type_name("FILE")
       ->allow_extra_args(false);
+  app.add_option("--remote-cache", flags.remote_cache,
+                 "Shared cache tier on Redis: redis://[user:password@]host[:port][/db] (XQAJIT_REMOTE_CACHE)")
+      ->type_name("URL");
 
   int exit_code = 0;
   add_spec_commands(app, flags, exit_code);
   add_cache_commands(app, flags, exit_code);
   add_prewarm_command(app, flags, exit_code);
   add_bundle_commands(app, flags, exit_code);
+  add_remote_commands(app, flags, exit_code);
 
   try {
     app.parse(argc, argv);  // runs the chosen subcommand's callback
