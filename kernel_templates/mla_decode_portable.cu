@@ -23,6 +23,13 @@
 #include "mla/portable_math.cuh"
 #include "mla/shared_rows.cuh"
 
+// Diagnostics (timing only, wrong results): 1 = loads alone, 2 = no phase B,
+// 3 = no phase A. Set by a variant copy of this file, never by the host.
+#ifndef XQAJIT_MLA_PORTABLE_DIAG
+#define XQAJIT_MLA_PORTABLE_DIAG 0
+#endif
+constexpr int kDiag = XQAJIT_MLA_PORTABLE_DIAG;
+
 using namespace xqajit;
 using namespace xqajit::mla_portable;
 
@@ -97,7 +104,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_de
                    tid);
   };
   auto s_buf = [&](int i) { return s_smem + (i % kBuffers) * kSBuffer; };
+  auto phase_a = [&](int i) {
+    if (kDiag != 1 && kDiag != 3) qk_phase(q_addr, tile16_addr(i), s_buf(i), warp, lane);
+  };
   auto phase_b = [&](int i) {
+    if (kDiag == 1 || kDiag == 2) return;
     pv_phase(st, s_buf(i), tile16_addr(i), rt, dim0, split_begin + i * kTile, split_end, draft_begin,
              logit_scale_log2, lane);
   };
@@ -110,7 +121,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_de
         convert(0);
         __syncthreads();
       }
-      qk_phase(q_addr, tile16_addr(0), s_buf(0), warp, lane);
+      phase_a(0);
     }
     for (int it = 0; it < num_tiles; ++it) {
       cp_async_wait<kStages - 3>();
@@ -126,7 +137,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_de
         __syncthreads();
       }
       phase_b(it);
-      if (more) qk_phase(q_addr, tile16_addr(it + 1), s_buf(it + 1), warp, lane);
+      if (more) phase_a(it + 1);
     }
   } else {
     for (int it = 0; it < num_tiles; ++it) {
@@ -141,7 +152,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_de
         convert(it);
         __syncthreads();
       }
-      qk_phase(q_addr, tile16_addr(it), s_buf(it), warp, lane);
+      phase_a(it);
       __syncthreads();
       phase_b(it);
     }
