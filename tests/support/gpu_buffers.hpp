@@ -54,7 +54,13 @@ class DeviceBuffer {
   void download(void* dst, std::size_t n) const {
     XQAJIT_CUDART_CHECK(cudaMemcpy(dst, ptr_, n, cudaMemcpyDeviceToHost));
   }
-  void fill(int byte) { XQAJIT_CUDART_CHECK(cudaMemset(ptr_, byte, bytes_)); }
+  // Synchronous: cudaMemset runs on the legacy stream, which kernels launched on a
+  // non-blocking stream do not wait for; without the sync a poison fill (or a
+  // workspace zeroing) can land after a kernel's stores.
+  void fill(int byte) {
+    XQAJIT_CUDART_CHECK(cudaMemset(ptr_, byte, bytes_));
+    XQAJIT_CUDART_CHECK(cudaDeviceSynchronize());
+  }
 
  private:
   void* ptr_ = nullptr;
