@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "detail/fs.hpp"
+#include "xqajit/bundle.hpp"
 #include "detail/log.hpp"
 #include "xqajit/detail/sha256.hpp"
 
@@ -270,6 +271,29 @@ void save_tuning(const std::filesystem::path& file, const TuningTable& table) {
   if (auto wec = detail::write_file_atomically(file, text.data(), text.size()))
     throw std::runtime_error("cannot write " + file.string() + ": " + wec.message());
   detail::fsync_directory(file.parent_path());
+}
+
+bool is_tuning_entry_name(const std::string& name) { return name.rfind(kBundleTuningPrefix, 0) == 0; }
+
+TuningTable load_bundle_tuning(const BundleReader& bundle) {
+  TuningTable table;
+  for (const auto& e : bundle.entries()) {
+    if (!is_tuning_entry_name(e.name)) continue;
+    try {
+      const std::vector<char> bytes = bundle.read(e);  // checksum verified
+      table.merge(TuningTable::from_json(std::string(bytes.begin(), bytes.end())));
+    } catch (const std::exception& ex) {
+      detail::logger()->warn("bundle {}: tuning entry {} ignored: {}", bundle.path().string(), e.name, ex.what());
+    }
+  }
+  return table;
+}
+
+void add_bundle_tuning(BundleWriter& writer, const TuningTable& table, const std::string& file_name,
+                       const std::string& fingerprint) {
+  const std::string text = table.to_json();
+  writer.add({kBundleTuningPrefix + file_name, "any", fingerprint, 0, 0, {}},
+             std::vector<char>(text.begin(), text.end()));
 }
 
 void set_active_tuning(std::shared_ptr<const TuningTable> table, std::string toolchain) {

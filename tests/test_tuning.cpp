@@ -11,7 +11,11 @@
 #include <stdexcept>
 #include <thread>
 
+#include "support/process.hpp"
 #include "support/temp_dir.hpp"
+#include "xqajit/bundle.hpp"
+#include "xqajit/engine.hpp"
+#include "xqajit/ops/decode.hpp"
 #include "xqajit/tuning.hpp"
 
 using namespace xqajit;
@@ -316,4 +320,101 @@ TEST_CASE("tuner: MLA picks a backend per bucket; one runnable candidate tunes n
   for (const auto& c : tuning_candidates(mla_spec()))
     if (c.backend != Backend::portable || c.num_splits) t3.us[to_string(c)] = -1;
   CHECK_FALSE(tune_key({h100(), mla_spec(), 1, 32768}, t3));
+}
+
+TEST_CASE("tuning: a bundle carries the table as a specially named entry next to cubins") {
+  test::TempDir dir;
+  TuningTable t;
+  t.put(entry(8, 1024, {32, 4, Backend::automatic}));
+  t.put(entry(1, 8192, {0, 8, Backend::hopper}, mla_spec()));
+  BundleWriter writer;
+  const std::string cubin = "not really a cubin";
+  writer.add({"gqa_fake_name", "sm_90a", "fp-v1", 0, 0, {}}, std::vector<char>(cubin.begin(), cubin.end()));
+  add_bundle_tuning(writer, t, "NVIDIA_H100.json", "fp-v1");
+  writer.write(dir / "b.xqab");
+  const BundleReader reader = BundleReader::open(dir / "b.xqab");
+  reader.verify();
+  REQUIRE(reader.entries().size() == 2);
+  CHECK(is_tuning_entry_name(reader.entries()[1].name));
+  CHECK_FALSE(is_tuning_entry_name(reader.entries()[0].name));
+  const TuningTable back = load_bundle_tuning(reader);
+  REQUIRE(back.entries().size() == 2);
+  CHECK(back.lookup({h100(), gqa_spec(), 8, 1024}).choice == TunedChoice{32, 4, Backend::automatic});
+  // Kernel lookups never see the tuning entry.
+  BundleSet set({dir / "b.xqab"});
+  CHECK_FALSE(set.find(kBundleTuningPrefix + std::string("x"), "fp-v1"));
+}
+
+TEST_CASE("tuning: the engine publishes the cache root's table; XQAJIT_TUNING=off disables it") {
+  test::TempDir dir;
+  Options o;
+  o.cache_dir = dir.path();
+  std::string fingerprint;
+  {
+    o.tuning = "off";
+    Engine probe(o);
+    fingerprint = probe.fingerprint();
+    CHECK(active_tuning() == nullptr);
+  }
+  TuningTable t;
+  TuningEntry e = entry(8, 1024, {32, 4, Backend::automatic});
+  e.key.device.toolchain = fingerprint;
+  t.put(e);
+  save_tuning(tuning_file(dir.path(), e.key.device.name), t);
+  o.tuning = "";
+  {
+    Engine engine(o);
+    REQUIRE(active_tuning() != nullptr);
+    CHECK(active_tuning()->entries().size() == 1);
+    const auto r = tuned_choice(h100_info(), gqa_spec(), 8, 1024);
+    CHECK(r.source == ChoiceSource::tuned);
+    // decode_plan follows the table when the caller leaves the knobs automatic.
+    DecodeParams p;
+    p.batch = 8, p.num_q_heads = 64, p.num_kv_heads = 8, p.head_dim = 128, p.page_size = 64;
+    p.max_pages_per_seq = 16;  // 1024 keys
+    DeviceInfo d = h100_info();
+    d.max_smem_per_block_optin = 232448;
+    const DecodePlan plan = decode_plan(p, d);
+    CHECK(plan.source == ChoiceSource::tuned);
+    CHECK(plan.spec.kv_tile == 32);
+    CHECK(plan.num_splits == 4);
+    p.num_splits = 2;  // an explicit knob wins over the table
+    CHECK(decode_plan(p, d).source == ChoiceSource::heuristic);
+    p.num_splits = 0;
+    p.batch = 100;  // bucket 64: the nearest entry
+    CHECK(decode_plan(p, d).source == ChoiceSource::nearest);
+  }
+  o.tuning = (dir / "missing.json").string();
+  {
+    Engine engine(o);
+    CHECK(active_tuning() == nullptr);
+  }
+  set_active_tuning(nullptr);
+}
+
+TEST_CASE("cli: prewarm and tune refuse an exploding spec set, naming the fields; tune --show reads tables") {
+  test::TempDir dir;
+  const std::string env = "XQAJIT_CACHE_DIR=" + dir.path().string();
+  // 2 x 2 x 3 x 4 x 4 x 4 = 768 specs: over a bound of 100.
+  const std::string product =
+      "kind=gqa input=fp16,bf16 kv=fp16,fp8 head_dim=64,128,256 page_size=16,32,64,128 group=1,2,4,8 "
+      "kv_tile=16,32,64,128 arch=sm_90a";
+  auto r = test::run_cli_line(env, "prewarm --max-specs 100 " + product);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("more than 100") != std::string::npos);
+  CHECK(r.err.find("page_size x4") != std::string::npos);
+  r = test::run_cli_line(env, "tune --max-specs 100 " + product);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("more than 100") != std::string::npos);
+
+  TuningTable t;
+  t.put(entry(8, 1024, {32, 4, Backend::automatic}));
+  save_tuning(tuning_file(dir.path(), h100().name), t);
+  r = test::run_cli_line(env, "tune --show");
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("t32/s4") != std::string::npos);
+  CHECK(r.out.find("gain 1.250x") != std::string::npos);
+  r = test::run_cli_line(env, "tune --show --json");
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("\"xqajit-tuning\"") != std::string::npos);
 }

@@ -24,6 +24,9 @@
 
 namespace xqajit {
 
+class BundleReader;
+class BundleWriter;
+
 constexpr int kTuningFormatVersion = 1;
 constexpr int kMaxTunedBatch = 2048;
 
@@ -122,6 +125,18 @@ TuningTable load_tuning(const std::filesystem::path& file);
 /// Merges `table` into what is on disk under an exclusive lock and publishes
 /// atomically, so concurrent writers keep a valid file. Throws on I/O errors.
 void save_tuning(const std::filesystem::path& file, const TuningTable& table);
+
+// ---- bundles: a tuning table travels as a specially named entry ----
+
+/// Bundle entries named "xqajit-tuning/<file>.json" (arch "any") hold tuning
+/// tables; kernel lookups never match them (no canonical name looks like this).
+constexpr const char* kBundleTuningPrefix = "xqajit-tuning/";
+bool is_tuning_entry_name(const std::string& name);
+/// Every tuning table in `bundle` merged (a bad one is skipped with a warning).
+TuningTable load_bundle_tuning(const BundleReader& bundle);
+/// Adds `table` to `writer` as entry kBundleTuningPrefix + `file_name`.
+void add_bundle_tuning(BundleWriter& writer, const TuningTable& table, const std::string& file_name,
+                       const std::string& fingerprint);
 
 /// The process-wide snapshot decode_plan / mla_decode_plan read, with the
 /// toolchain fingerprint of the kernels this process builds. nullptr = none.
