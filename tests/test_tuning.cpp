@@ -395,11 +395,11 @@ TEST_CASE("tuning: the engine publishes the cache root's table; XQAJIT_TUNING=of
 TEST_CASE("cli: prewarm and tune refuse an exploding spec set, naming the fields; tune --show reads tables") {
   test::TempDir dir;
   const std::string env = "XQAJIT_CACHE_DIR=" + dir.path().string();
-  // 2 x 2 x 3 x 4 x 4 x 4 = 768 specs: over a bound of 100.
+  // up to 2 x 3 x 4 x 4 x 4 = 384 specs: over a bound of 100.
   const std::string product =
-      "kind=gqa input=fp16,bf16 kv=fp16,fp8 head_dim=64,128,256 page_size=16,32,64,128 group=1,2,4,8 "
+      "kind=gqa input=bf16 kv=bf16,fp8 head_dim=64,128,256 page_size=16,32,64,128 group=1,2,4,8 "
       "kv_tile=16,32,64,128 arch=sm_90a";
-  auto r = test::run_cli_line(env, "prewarm --max-specs 100 " + product);
+  auto r = test::run_cli_line(env, "prewarm --skip-invalid --max-specs 100 " + product);
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("more than 100") != std::string::npos);
   CHECK(r.err.find("page_size x4") != std::string::npos);

@@ -231,10 +231,10 @@ void run_tune(const TuneArgs& args, const GlobalFlags& flags) {
     return;
   }
 
+  const std::vector<KernelSpec> specs = collect(args, options);  // refuses an exploding set first
   Engine engine(options);
   Driver& driver = Driver::instance();
   const DeviceInfo& info = driver.device(0);
-  const std::vector<KernelSpec> specs = collect(args, options);
   TuningDevice device{info.name, info.cc_major, info.cc_minor, info.sm_count, engine.fingerprint()};
   GpuTimer timer(engine, 0, args);
   TuningTable table;
