@@ -32,6 +32,18 @@ struct SplitPartials {
   __device__ __forceinline__ long long slot(int split, int row) const {
     return (cta * splits + split) * kRowsPerCta + row;
   }
+  // Two adjacent values of a partial row (an mma accumulator pair), and the row's stats.
+  __device__ __forceinline__ void store_pair(int split, int row, int d, float o0, float o1) const {
+    U32x2 v;
+    v.x = __float_as_uint(o0);
+    v.y = __float_as_uint(o1);
+    *reinterpret_cast<U32x2*>(acc + slot(split, row) * kDim + d) = v;
+  }
+  __device__ __forceinline__ void store_stats(int split, int row, float row_max, float row_sum) const {
+    const long long s = slot(split, row);
+    stats[s * 2] = row_max;
+    stats[s * 2 + 1] = row_sum;
+  }
   // One 4-wide vector of a partial row (d a multiple of 4); d == 0 also writes the stats.
   __device__ __forceinline__ void store(int split, int row, int d, const float (&o)[4], float row_max,
                                         float row_sum) const {

@@ -11,11 +11,11 @@
 #include "xqajit/mla_args.h"
 #include "xqajit/ops/split_plan.hpp"
 #include "xqajit/tuning.hpp"
-// TRANSITIONAL (removed once both backends land): the geometry headers come with the kernels.
-#if __has_include("mla/hopper_geometry.h") && __has_include("mla/portable_geometry.h")
-#include "mla/hopper_geometry.h"
 #include "mla/portable_geometry.h"
-#define XQAJIT_HAVE_MLA_GEOMETRY 1
+// TRANSITIONAL (until the hopper backend lands): its geometry header comes with its kernel.
+#if __has_include("mla/hopper_geometry.h")
+#include "mla/hopper_geometry.h"
+#define XQAJIT_HAVE_MLA_HOPPER 1
 #endif
 
 namespace xqajit {
@@ -49,17 +49,18 @@ Strides resolved_strides(const MlaDecodeParams& p) {
   return s;
 }
 
-XqajitMlaGeometry geometry([[maybe_unused]] const KernelSpec& spec) {
-#ifndef XQAJIT_HAVE_MLA_GEOMETRY
-  throw NotAvailableError("mla_decode: this build has no MLA kernels");
-#else
+XqajitMlaGeometry geometry(const KernelSpec& spec) {
   const int cache_bytes = dtype_bytes(spec.kv), q_bytes = dtype_bytes(spec.input);
-  return spec.backend == Backend::hopper
-             ? xqajit_mla_hopper_geometry(spec.group, spec.q_len, spec.kv_tile, cache_bytes, q_bytes,
-                                          spec.arch.number())
-             : xqajit_mla_portable_geometry(spec.group, spec.q_len, spec.kv_tile, cache_bytes, q_bytes,
-                                            spec.arch.number());
+  if (spec.backend == Backend::hopper) {
+#ifdef XQAJIT_HAVE_MLA_HOPPER
+    return xqajit_mla_hopper_geometry(spec.group, spec.q_len, spec.kv_tile, cache_bytes, q_bytes,
+                                      spec.arch.number());
+#else
+    throw NotAvailableError("mla_decode: this build has no hopper MLA kernel");
 #endif
+  }
+  return xqajit_mla_portable_geometry(spec.group, spec.q_len, spec.kv_tile, cache_bytes, q_bytes,
+                                      spec.arch.number());
 }
 
 }  // namespace

@@ -283,6 +283,7 @@ TEST_CASE("mla_decode inside a captured graph replays with new lengths and scale
 
 TEST_CASE("mla_decode refuses bad arguments before launching", "[gpu][mla]") {
   MlaCase c;
+  c.backend = backends().front();
   c.num_splits = 3;
   c.seq_lens = {1000};
   MlaProblem pr(c, rng(), device());

@@ -1,0 +1,70 @@
+#pragma once
+// Compile-time constants of the hopper MLA backend, from the spec's -D flags
+// and mla/hopper_geometry.h. Every mla/hopper_*.cuh piece reads them from here.
+
+#include "common/types.cuh"
+#include "mla/hopper_geometry.h"
+#include "xqajit/mla_args.h"
+
+#if !defined(HEAD_GRP_SIZE) || !defined(TOKENS_PER_PAGE) || !defined(CACHE_ELEM_ENUM) || !defined(KV_TILE_TOKENS)
+#error "mla_decode_hopper.cu needs the spec flags (HEAD_GRP_SIZE, TOKENS_PER_PAGE, CACHE_ELEM_ENUM, ...)"
+#endif
+#ifndef SPEC_Q_SEQ_LEN
+#define SPEC_Q_SEQ_LEN 1
+#endif
+#ifndef INPUT_FP8
+#define INPUT_FP8 0
+#endif
+
+namespace xqajit {
+namespace mla_hopper {
+
+constexpr int kHeads = HEAD_GRP_SIZE;
+constexpr int kQLen = SPEC_Q_SEQ_LEN;
+constexpr int kPageSize = TOKENS_PER_PAGE;
+constexpr int kTile = KV_TILE_TOKENS;
+constexpr bool kFp8Cache = CACHE_ELEM_ENUM == 2;
+constexpr bool kFp8Q = INPUT_FP8 != 0;
+constexpr int kCacheBytes = kFp8Cache ? 1 : 2;
+constexpr int kQk = XQAJIT_MLA_QK_DIM, kV = XQAJIT_MLA_V_DIM;
+
+constexpr XqajitMlaGeometry kGeo = xqajit_mla_hopper_geometry(kHeads, kQLen, kTile, kCacheBytes, kFp8Q ? 1 : 2, 90);
+constexpr int kRows = kGeo.rows;
+constexpr int kR = kGeo.rows_per_cta;  // 64: one wgmma M tile
+constexpr int kThreads = kGeo.threads;
+constexpr int kStages = kGeo.stages;
+constexpr int kWgDims = kV / 2;        // output dims of one warpgroup (the wgmma N of P V)
+
+// Bytes of one 128-byte-swizzled bf16 operand block of `rows` rows x 576.
+constexpr int kColBlock = 64;                    // bf16 elements of one 128-byte swizzle row
+constexpr int kColBlocks = kQk / kColBlock;      // 9
+constexpr int kQBytes = kR * kQk * 2;
+constexpr int kTile16Bytes = kTile * kQk * 2;
+constexpr int kRawRowBytes = kQk * kCacheBytes;
+constexpr int kStageBytes = kTile * kRawRowBytes;
+
+// Shared-memory map (bytes from the 1024-aligned base).
+constexpr int kQOff = 0;
+constexpr int kRawOff = kQOff + kQBytes;
+constexpr int kTile16Off = kRawOff + kStages * kStageBytes;  // fp8 cache only
+constexpr int kSmemEnd = kTile16Off + (kFp8Cache ? kTile16Bytes : 0);
+
+static_assert(kHeads == 16 || kHeads == 32 || kHeads == 64 || kHeads == 128, "HEAD_GRP_SIZE: 16, 32, 64, 128");
+static_assert(kQLen >= 1 && kQLen <= 4, "SPEC_Q_SEQ_LEN: 1 to 4");
+static_assert(kTile == 64, "the hopper backend builds KV_TILE_TOKENS = 64 only (S is one m64n64 wgmma chain)");
+static_assert(kPageSize == 16 || kPageSize == 32 || kPageSize == 64 || kPageSize == 128,
+              "TOKENS_PER_PAGE: 16, 32, 64 or 128");
+static_assert(kStages == 2, "this spec does not fit the hopper backend (sm_90, kv_tile 64)");
+static_assert(kSmemEnd + 1024 == kGeo.smem_bytes, "the shared-memory map disagrees with mla/hopper_geometry.h");
+static_assert(kThreads == 256 && kR == 64, "two warpgroups on one 64-row tile");
+static_assert(CACHE_ELEM_ENUM == 0 || CACHE_ELEM_ENUM == 2, "CACHE_ELEM_ENUM: 0 (bf16) or 2 (fp8)");
+static_assert(!kFp8Q || kFp8Cache, "an fp8 Q needs an fp8 cache");
+
+// Byte offset of 16-byte chunk `chunk` (of 72) of row `row` in a swizzled operand
+// block of `rows` rows: [column block][row][128 B], chunk ^ (row & 7) in the atom.
+__device__ __forceinline__ u32 sw128_offset(int row, int chunk, int rows) {
+  return (u32)((chunk >> 3) * rows * 128 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
+}
+
+}  // namespace mla_hopper
+}  // namespace xqajit

@@ -1,0 +1,88 @@
+#pragma once
+// Compile-time constants of the portable MLA backend, from the spec's -D flags
+// and mla/portable_geometry.h (the plan the host launches with). Every
+// mla/portable_*.cuh piece reads them from here.
+
+#include "common/types.cuh"
+#include "mla/portable_geometry.h"
+#include "xqajit/mla_args.h"
+
+#if !defined(HEAD_GRP_SIZE) || !defined(TOKENS_PER_PAGE) || !defined(CACHE_ELEM_ENUM) || !defined(KV_TILE_TOKENS)
+#error "mla_decode_portable.cu needs the spec flags (HEAD_GRP_SIZE, TOKENS_PER_PAGE, CACHE_ELEM_ENUM, ...)"
+#endif
+#ifndef SPEC_Q_SEQ_LEN
+#define SPEC_Q_SEQ_LEN 1
+#endif
+#ifndef INPUT_FP8
+#define INPUT_FP8 0
+#endif
+
+namespace xqajit {
+namespace mla_portable {
+
+constexpr int kHeads = HEAD_GRP_SIZE;
+constexpr int kQLen = SPEC_Q_SEQ_LEN;
+constexpr int kPageSize = TOKENS_PER_PAGE;
+constexpr int kTile = KV_TILE_TOKENS;
+constexpr bool kFp8Cache = CACHE_ELEM_ENUM == 2;
+constexpr bool kFp8Q = INPUT_FP8 != 0;
+constexpr int kCacheBytes = kFp8Cache ? 1 : 2;
+constexpr int kQk = XQAJIT_MLA_QK_DIM, kV = XQAJIT_MLA_V_DIM;
+#ifdef __CUDA_ARCH__
+constexpr int kArch = __CUDA_ARCH__ / 10;
+#else
+constexpr int kArch = 90;
+#endif
+
+constexpr XqajitMlaPortablePlan kPlan = xqajit_mla_portable_plan(kHeads, kQLen, kTile, kCacheBytes, kArch);
+constexpr XqajitMlaGeometry kGeo =
+    xqajit_mla_portable_geometry(kHeads, kQLen, kTile, kCacheBytes, kFp8Q ? 1 : 2, kArch);
+constexpr int kRows = kGeo.rows;
+constexpr int kR = kGeo.rows_per_cta;
+constexpr int kRowTiles = kR / 16;
+constexpr int kThreads = kXqajitMlaPortableThreads;
+constexpr int kWarps = kThreads / 32;
+constexpr int kStages = kGeo.stages;
+constexpr bool kOverlap = kStages >= 3;          // one barrier per tile, phase B(i) then phase A(i+1)
+constexpr int kBuffers = kOverlap ? 2 : 1;       // S and converted-tile buffers
+constexpr int kCtasPerSm = kPlan.ctas_per_sm;
+
+// Phase A: units of (row tile, 16 keys, k-part); phase B: warp = (row tile, slice of the 512 dims).
+constexpr int kKParts = kPlan.k_parts;
+constexpr int kKSteps = kQk / 16 / kKParts;      // k-steps of one unit
+constexpr int kKeyGroups = kTile / 16;
+constexpr int kUnits = kRowTiles * kKeyGroups * kKParts;
+constexpr int kSlices = kWarps / kRowTiles;
+constexpr int kSliceDims = kV / kSlices;
+constexpr int kDimTiles = kSliceDims / 8;
+
+constexpr int kRowBytes = kQk * 2;               // a bf16 latent or Q row in shared memory
+constexpr int kRawRowBytes = kQk * kCacheBytes;  // a cached row as it lands
+constexpr int kStageBytes = kTile * kRawRowBytes;
+constexpr int kTile16Bytes = kTile * kRowBytes;
+constexpr int kSStride = kTile + 8;              // floats per S row (+8: 2-way, not 8-way, bank conflicts)
+constexpr int kSPlane = kR * kSStride;           // floats of one k-part's S
+constexpr int kSBuffer = kKParts * kSPlane;      // floats of one S buffer
+
+// Shared-memory map (bytes).
+constexpr int kRawOff = 0;
+constexpr int kTile16Off = kStages * kStageBytes;                             // fp8 only
+constexpr int kQOff = kTile16Off + (kFp8Cache ? kBuffers * kTile16Bytes : 0);
+constexpr int kSOff = kQOff + kR * kRowBytes;
+constexpr int kSmemEnd = kSOff + kBuffers * kSBuffer * 4;
+
+static_assert(kHeads == 16 || kHeads == 32 || kHeads == 64 || kHeads == 128, "HEAD_GRP_SIZE: 16, 32, 64, 128");
+static_assert(kQLen >= 1 && kQLen <= 4, "SPEC_Q_SEQ_LEN: 1 to 4");
+static_assert(kTile % 16 == 0 && kTile <= 128, "KV_TILE_TOKENS: 16, 32, 64 or 128");
+static_assert(kPageSize == 16 || kPageSize == 32 || kPageSize == 64 || kPageSize == 128,
+              "TOKENS_PER_PAGE: 16, 32, 64 or 128");
+static_assert(kStages >= 2, "this spec's KV tiles do not fit in shared memory: lower kv_tile");
+static_assert(kSmemEnd == kGeo.smem_bytes, "the shared-memory map disagrees with mla/portable_geometry.h");
+static_assert(kQk / 16 % kKParts == 0, "k-parts split the 36 k-steps evenly");
+static_assert(kDimTiles % 2 == 0, "each warp's output slice is whole 16-dim ldmatrix steps");
+static_assert(kWarps % kRowTiles == 0, "warps split evenly over the row tiles");
+static_assert(CACHE_ELEM_ENUM == 0 || CACHE_ELEM_ENUM == 2, "CACHE_ELEM_ENUM: 0 (bf16) or 2 (fp8)");
+static_assert(!kFp8Q || kFp8Cache, "an fp8 Q needs an fp8 cache");
+
+}  // namespace mla_portable
+}  // namespace xqajit

@@ -1,0 +1,41 @@
+#pragma once
+// MLA pieces both backends use: which keys a (query token, head) row sees, and
+// the final bf16 store of one output row segment.
+//
+// Rows of a request are token-major: row r is query token r / H, head r % H.
+// The last q_len keys are the drafts; without a mask, token t sees drafts 0..t.
+
+#include "common/types.cuh"
+#include "xqajit/mla_args.h"
+
+namespace xqajit {
+namespace mla {
+
+// Per-row visibility of draft keys: a bit mask over the last q_len keys.
+__device__ __forceinline__ unsigned draft_bits(const XqajitMlaArgs& args, int b, int t, int q_len) {
+  if (args.spec_mask != nullptr) return args.spec_mask[(long long)b * q_len + t];
+  return (2u << t) - 1u;  // causal: drafts 0..t
+}
+
+__device__ __forceinline__ bool key_visible(int key, int end, int draft_begin, unsigned bits) {
+  return key < end && (key < draft_begin || ((bits >> (key - draft_begin)) & 1u));
+}
+
+// Stores `n` (even) consecutive output values of row `row` starting at dim `d`,
+// scaled by `scale` (kv_scale / sum, or 0 for a row that saw no key), as bf16.
+template <int kHeads>
+__device__ __forceinline__ void store_out_pair(const XqajitMlaArgs& args, int b, int row, int d, float o0, float o1,
+                                               float scale) {
+  const int t = row / kHeads, h = row % kHeads;
+  u16* const out = static_cast<u16*>(args.out) + (long long)b * args.o_stride_batch +
+                   (long long)t * args.o_stride_token + (long long)h * args.o_stride_head + d;
+  *reinterpret_cast<u32*>(out) = pack_f32x2<false>(o0 * scale, o1 * scale);
+}
+
+// The output scale of a finished row: kv_scale / sum, zeros when nothing was seen.
+__device__ __forceinline__ float row_out_scale(float row_max, float row_sum, float kv_scale) {
+  return row_max == -__int_as_float(0x7f800000) ? 0.f : kv_scale / row_sum;
+}
+
+}  // namespace mla
+}  // namespace xqajit

@@ -1,0 +1,100 @@
+// MLA decode, hopper backend (sm_90a: wgmma + cp.async). One CTA = (split of
+// the sequence, 64-row block, request), two warpgroups: both compute
+// S = Q K^T for the 64 rows (wgmma m64n64k16, operands in 128-byte-swizzled
+// shared memory), run the same online softmax, and each accumulates O = P V
+// for 256 of the 512 output dims (wgmma m64n256k16, P from registers, V = the
+// same K tile read MN-major). Geometry: mla/hopper_geometry.h; pieces:
+// mla/hopper_loads.cuh (producer), mla/hopper_math.cuh (wgmma phases),
+// mla/hopper_epilogue.cuh (stores, split merge); PTX wrappers: common/wgmma.cuh.
+//
+// Schedule (v1, 2 stages): tile i+1's cp.async is in flight while tile i is
+// computed; [fp8 cache: tile i converted to bf16 in shared memory;] a proxy
+// fence + barrier make the landed tile visible to wgmma; a barrier at the end
+// of each tile frees its stage for the next issue.
+
+#include "common/mma.cuh"
+#include "common/paged_kv.cuh"
+#include "common/pdl.cuh"
+#include "common/wgmma.cuh"
+#include "mla/hopper_config.cuh"
+#include "mla/hopper_epilogue.cuh"
+#include "mla/hopper_loads.cuh"
+#include "mla/hopper_math.cuh"
+#include "mla/shared_rows.cuh"
+
+using namespace xqajit;
+using namespace xqajit::mla_hopper;
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1) xqajit_mla_decode(const XqajitMlaArgs args) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ int s_is_last;
+  // 128-byte swizzle atoms must sit on 1024-byte boundaries (descriptor base offset 0).
+  unsigned char* const smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  const float kInf = __int_as_float(0x7f800000);
+
+  const int split = blockIdx.x, rb = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wg = warp >> 2, rt = warp & 3;  // warpgroup, and this warp's 16-row slice of the 64 rows
+  const int quad_row = lane >> 2;
+
+  // Nothing above reads global memory: an upstream kernel may still be writing.
+  pdl_wait();
+  pdl_launch_dependents();
+
+  const int max_len = args.max_pages_per_seq * kPageSize;
+  const int seq_len = clamped_seq_len(args.seq_lens, b, max_len);
+  const int draft_begin = seq_len - kQLen;
+  const int split_begin = split * args.split_tokens;
+  const int split_end = split_begin + args.split_tokens < seq_len ? split_begin + args.split_tokens : seq_len;
+  const int num_tiles = split_end > split_begin ? (split_end - split_begin + kTile - 1) / kTile : 0;
+
+  const float q_scale = args.q_scale_ptr ? *args.q_scale_ptr : args.q_scale;
+  const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
+  const float logit_scale_log2 = args.sm_scale * q_scale * kv_scale * kLog2e;
+
+  const TileLoader loader{static_cast<const unsigned char*>(args.kv_cache),
+                          args.block_table + (long long)b * args.block_table_stride,
+                          args.kv_stride_page,
+                          args.kv_stride_token,
+                          max_len,
+                          split_begin,
+                          split_end};
+  const u32 raw_addr = smem_addr(smem + kRawOff);
+  if (num_tiles > 0) loader.issue(0, raw_addr, tid);
+  cp_async_commit();
+  stage_q(args, smem + kQOff, b, rb, tid);
+
+  RowState st;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    int t = (rb * kR + rt * 16 + quad_row + half * 8) / kHeads;
+    t = t < kQLen ? t : kQLen - 1;  // padding rows: any valid token (their output is dropped)
+    st.bits[half] = mla::draft_bits(args, b, t, kQLen);
+    st.row_max[half] = -kInf;
+    st.row_sum[half] = 0.f;
+  }
+#pragma unroll
+  for (int i = 0; i < kAccTiles; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
+
+  const u32 q_addr = smem_addr(smem + kQOff);
+  for (int it = 0; it < num_tiles; ++it) {
+    if (it + 1 < num_tiles) loader.issue(it + 1, raw_addr + ((it + 1) & 1) * kStageBytes, tid);
+    cp_async_commit();
+    cp_async_wait<1>();  // tile it landed (this thread's copies)
+    u32 tile_addr = raw_addr + (it & 1) * kStageBytes;
+    if constexpr (kFp8Cache) {
+      __syncthreads();  // every thread's copies of tile it landed
+      convert_tile(smem + kRawOff + (it & 1) * kStageBytes, smem + kTile16Off, tid);
+      tile_addr = smem_addr(smem + kTile16Off);
+    }
+    fence_proxy_async();  // cp.async / st.shared writes -> visible to wgmma (async proxy)
+    __syncthreads();
+    float s[kTile / 8][4];
+    qk_wgmma(s, q_addr, tile_addr);
+    pv_wgmma(st, s, tile_addr, wg, split_begin + it * kTile, split_end, draft_begin, logit_scale_log2, lane);
+    __syncthreads();  // every warpgroup is done with this stage (and the bf16 tile) before it is refilled
+  }
+  cp_async_wait<0>();
+
+  finish_rows(args, st, smem, &s_is_last, split, rb, b, rt, wg, kv_scale, lane);
+}

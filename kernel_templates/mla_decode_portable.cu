@@ -1,0 +1,163 @@
+// MLA decode, portable backend (mma.sync m16n8k16 + cp.async; sm_80 for bf16,
+// sm_89+ for fp8; sized for the 99 KB archs too). One CTA = (split of the
+// sequence, row block, request); its R rows are (query token, head) pairs that
+// all read the same latent rows, so each latent row is loaded once per row
+// block. Geometry and pipeline plan: mla/portable_geometry.h; pieces:
+// mla/portable_loads.cuh (producer), mla/portable_math.cuh (phase A: S = Q K^T,
+// phase B: softmax and O += P V), mla/portable_epilogue.cuh (stores, split merge).
+//
+// Schedule with 3+ stages (overlapped, one barrier per tile i):
+//   wait tile i+1 landed; barrier; issue tile i+S-1 into the stage tile i-1 left;
+//   [fp8: convert tile i+1; barrier;] phase B(i) from S[i&1]; phase A(i+1) into S[(i+1)&1].
+// A warp that finishes its softmax and P V early starts on the next tile's
+// Q K^T while others still run theirs, so the tensor cores do not idle behind a
+// second barrier. With 2 stages (99 KB archs at kv_tile 32) the phases run
+// sequentially behind two barriers.
+
+#include "common/mma.cuh"
+#include "common/paged_kv.cuh"
+#include "common/pdl.cuh"
+#include "mla/portable_config.cuh"
+#include "mla/portable_epilogue.cuh"
+#include "mla/portable_loads.cuh"
+#include "mla/portable_math.cuh"
+#include "mla/shared_rows.cuh"
+
+// Diagnostics (timing only, wrong results): 1 = loads alone, 2 = no phase B,
+// 3 = no phase A. Set by a variant copy of this file, never by the host.
+#ifndef XQAJIT_MLA_PORTABLE_DIAG
+#define XQAJIT_MLA_PORTABLE_DIAG 0
+#endif
+constexpr int kDiag = XQAJIT_MLA_PORTABLE_DIAG;
+
+using namespace xqajit;
+using namespace xqajit::mla_portable;
+
+extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_decode(const XqajitMlaArgs args) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ int s_is_last;
+  const float kInf = __int_as_float(0x7f800000);
+
+  const int split = blockIdx.x, rb = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int quad_row = lane >> 2;
+
+  unsigned char* const q_smem = smem + kQOff;
+  float* const s_smem = reinterpret_cast<float*>(smem + kSOff);
+  const u32 raw_addr = smem_addr(smem + kRawOff);
+
+  // Nothing above reads global memory: an upstream kernel may still be writing.
+  pdl_wait();
+  pdl_launch_dependents();
+
+  const int max_len = args.max_pages_per_seq * kPageSize;
+  const int seq_len = clamped_seq_len(args.seq_lens, b, max_len);
+  const int draft_begin = seq_len - kQLen;
+  const int split_begin = split * args.split_tokens;
+  const int split_end = split_begin + args.split_tokens < seq_len ? split_begin + args.split_tokens : seq_len;
+  const int num_tiles = split_end > split_begin ? (split_end - split_begin + kTile - 1) / kTile : 0;
+
+  const float q_scale = args.q_scale_ptr ? *args.q_scale_ptr : args.q_scale;
+  const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
+  const float logit_scale_log2 = args.sm_scale * q_scale * kv_scale * kLog2e;
+
+  TileLoader loader{static_cast<const unsigned char*>(args.kv_cache),
+                    args.block_table + (long long)b * args.block_table_stride,
+                    args.kv_stride_page,
+                    args.kv_stride_token,
+                    max_len,
+                    split_begin,
+                    split_end,
+                    0};
+  if constexpr (kPageSize >= kTile) loader.next_page = loader.page_of(0);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < num_tiles) loader.issue(s, raw_addr + s * kStageBytes, tid);
+    cp_async_commit();
+  }
+  stage_q(args, q_smem, b, rb, tid);
+
+  // ---- phase B ownership: warp = (row tile rt, slice of the output dims) ----
+  const int rt = warp % kRowTiles, slice = warp / kRowTiles;
+  const int dim0 = slice * kSliceDims;
+  RowState st;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    int t = (rb * kR + rt * 16 + quad_row + half * 8) / kHeads;
+    t = t < kQLen ? t : kQLen - 1;  // padding rows: any valid token (their output is dropped)
+    st.bits[half] = mla::draft_bits(args, b, t, kQLen);
+    st.row_max[half] = -kInf;
+    st.row_sum[half] = 0.f;
+  }
+#pragma unroll
+  for (int i = 0; i < kDimTiles; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
+
+  const u32 q_addr = smem_addr(q_smem);
+  // The bf16 tile that phases A and B read for tile i.
+  auto tile16_addr = [&](int i) -> u32 {
+    if constexpr (kFp8Cache) return smem_addr(smem + kTile16Off + (i % kBuffers) * kTile16Bytes);
+    return raw_addr + (i % kStages) * kStageBytes;
+  };
+  auto convert = [&](int i) {
+    if constexpr (kFp8Cache)
+      convert_tile(smem + kRawOff + (i % kStages) * kStageBytes, smem + kTile16Off + (i % kBuffers) * kTile16Bytes,
+                   tid);
+  };
+  auto s_buf = [&](int i) { return s_smem + (i % kBuffers) * kSBuffer; };
+  auto phase_a = [&](int i) {
+    if (kDiag != 1 && kDiag != 3) qk_phase(q_addr, tile16_addr(i), s_buf(i), warp, lane);
+  };
+  auto phase_b = [&](int i) {
+    if (kDiag == 1 || kDiag == 2) return;
+    pv_phase(st, s_buf(i), tile16_addr(i), rt, dim0, split_begin + i * kTile, split_end, draft_begin,
+             logit_scale_log2, lane);
+  };
+
+  if constexpr (kOverlap) {
+    if (num_tiles > 0) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();  // tile 0 and Q visible
+      if constexpr (kFp8Cache) {
+        convert(0);
+        __syncthreads();
+      }
+      phase_a(0);
+    }
+    for (int it = 0; it < num_tiles; ++it) {
+      cp_async_wait<kStages - 3>();
+      __syncthreads();  // S(it) and tile it+1 visible; every warp is done with tile it-1 and S(it-1)
+      {
+        const int next = it + kStages - 1;
+        if (next < num_tiles) loader.issue(next, raw_addr + (next % kStages) * kStageBytes, tid);
+        cp_async_commit();
+      }
+      const bool more = it + 1 < num_tiles;
+      if constexpr (kFp8Cache) {
+        if (more) convert(it + 1);
+        __syncthreads();
+      }
+      phase_b(it);
+      if (more) phase_a(it + 1);
+    }
+  } else {
+    for (int it = 0; it < num_tiles; ++it) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();  // tile it landed; every warp is done with tile it-1 and S
+      {
+        const int next = it + kStages - 1;
+        if (next < num_tiles) loader.issue(next, raw_addr + (next % kStages) * kStageBytes, tid);
+        cp_async_commit();
+      }
+      if constexpr (kFp8Cache) {
+        convert(it);
+        __syncthreads();
+      }
+      phase_a(it);
+      __syncthreads();
+      phase_b(it);
+    }
+  }
+  cp_async_wait<0>();
+
+  finish_rows(args, st, smem, &s_is_last, split, rb, b, rt, slice, kv_scale, lane);
+}
