@@ -16,7 +16,7 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/$BIN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export XQAJIT_CACHE_DIR=${XQAJIT_CACHE_DIR:-/tmp/xqajit-tune-cache}
 XQ="$BIN/xqajit"
-GRID=(--batch 1,8,64 --seq-len 1024,8192,32768)
+GRID=(--batch 1,8,64 --seq-len 1024,8192,32768 --iters 10)
 
 run() {  # name, args...
   local name=$1; shift

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -250,7 +251,7 @@ void run_tune(const TuneArgs& args, const GlobalFlags& flags) {
         ++done;
         fmt::print(stderr, "\r[{:>4}/{}] tuning...", done, total);
         if (!entry) continue;
-        if (!flags.json) fmt::print(stderr, "\n"), print_entry(*entry);
+        if (!flags.json) fmt::print(stderr, "\n"), print_entry(*entry), std::fflush(stdout);
         table.put(*entry);
       }
   fmt::print(stderr, "\n");
