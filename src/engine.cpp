@@ -1,4 +1,5 @@
 #include "xqajit/engine.hpp"
+#include "xqajit/tuning.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -202,6 +203,46 @@ struct Engine::Impl {
 
 Engine::Engine(Options options) : impl_(std::make_unique<Impl>(std::move(options))) {
   set_log_level(impl_->options.log_level);
+  activate_tuning();
+}
+
+// Tuning (#8): publish the tuning table(s) for decode_plan / mla_decode_plan.
+// Never fatal: an unreadable table means heuristic plans.
+void Engine::activate_tuning() {
+  const Options& o = impl_->options;
+  if (o.tuning == "off") return set_active_tuning(nullptr);
+  auto table = std::make_shared<TuningTable>();
+  if (!o.tuning.empty()) {
+    table->merge(load_tuning(o.tuning));
+  } else {
+    std::error_code ec;
+    for (const auto& f : std::filesystem::directory_iterator(o.cache_dir / "tuning", ec))
+      if (f.path().extension() == ".json") table->merge(load_tuning(f.path()));
+    // Bundles ship tuning too (bundle pack --with-tuning); the cache root's own tables win.
+    TuningTable shipped;
+    for (const auto& b : o.bundles) {
+      std::vector<std::filesystem::path> files{b};
+      if (std::filesystem::is_directory(b, ec)) {
+        files.clear();
+        for (const auto& f : std::filesystem::directory_iterator(b, ec))
+          if (f.path().extension() == ".xqab") files.push_back(f.path());
+      }
+      for (const auto& f : files) try {
+          shipped.merge(load_bundle_tuning(BundleReader::open(f)));
+        } catch (const std::exception&) {
+          // the bundle set warns about a bad bundle already
+        }
+    }
+    shipped.merge(*table);
+    *table = std::move(shipped);
+  }
+  // The snapshot is process-wide: the engine made last decides (empty = heuristic).
+  if (table->empty()) return set_active_tuning(nullptr);
+  try {
+    set_active_tuning(std::move(table), fingerprint());
+  } catch (const std::exception& e) {
+    detail::logger()->warn("tuning table not used: {}", e.what());
+  }
 }
 Engine::~Engine() = default;
 

@@ -64,6 +64,7 @@ Options Options::from_env() {
   }
   o.no_compile = env_flag("XQAJIT_NO_COMPILE", false);
   if (const char* v = env("XQAJIT_TEMPLATE_DIR")) o.template_dir = v;
+  if (const char* v = env("XQAJIT_TUNING")) o.tuning = v;
   if (const char* v = env("XQAJIT_LOG_LEVEL")) o.log_level = v;
   if (const char* v = env("XQAJIT_LIBCUDA")) o.libcuda_path = v;
   if (const char* v = env("XQAJIT_LIBNVRTC")) o.libnvrtc_path = v;

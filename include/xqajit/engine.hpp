@@ -80,6 +80,7 @@ class Engine {
   std::string fingerprint() const;
 
  private:
+  void activate_tuning();  // publishes the tuning table for the plans (tuning.hpp)
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

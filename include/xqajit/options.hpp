@@ -22,6 +22,10 @@ struct Options {
   std::vector<std::filesystem::path> bundles;
   /// XQAJIT_NO_COMPILE=1: never run NVRTC; a kernel must come from a bundle or the cache.
   bool no_compile = false;
+  /// XQAJIT_TUNING: "" (default: every <cache_dir>/tuning/*.json), "off"
+  /// (heuristic plans only), or the path of one tuning table. The engine
+  /// publishes it for decode_plan / mla_decode_plan (tuning.hpp).
+  std::string tuning;
   /// XQAJIT_TEMPLATE_DIR: read kernel templates from this folder instead of the
   /// copy embedded in the library (for kernel development).
   std::filesystem::path template_dir;

@@ -18,7 +18,11 @@ struct CudaApi {
   X(cuDevicePrimaryCtxRetain) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxGetCurrent)       \
   X(cuCtxGetDevice) X(cuStreamGetCtx) X(cuStreamIsCapturing) X(cuModuleLoadData)              \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute)        \
-  X(cuLaunchKernelEx)
+  X(cuLaunchKernelEx)                                                                         \
+  /* the tuner's timer (tools/xqajit/cmd_tune.cpp) */                                         \
+  X(cuMemAlloc) X(cuMemFree) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuStreamCreate)         \
+  X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord)                 \
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy)
 #define XQAJIT_DECLARE(name) decltype(&::name) name = nullptr;
   XQAJIT_CUDA_FUNCTIONS(XQAJIT_DECLARE)
 #undef XQAJIT_DECLARE

@@ -11,6 +11,7 @@
 #include "xqajit/decode_args.h"
 #include "xqajit/error.hpp"
 #include "xqajit/ops/split_plan.hpp"
+#include "xqajit/tuning.hpp"
 
 namespace xqajit {
 namespace {
@@ -135,8 +136,20 @@ KernelSpec decode_spec(const DecodeParams& p, const Arch& arch) {
   return s;
 }
 
-DecodePlan decode_plan(const DecodeParams& p, const DeviceInfo& device) {
+DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
   DecodePlan plan;
+  // --- tuning (#8): knobs the caller left automatic come from the tuning table ---
+  DecodeParams p = params;  // a plain struct copy: no allocation
+  if (p.kv_tile == 0 && p.num_splits == 0) {
+    const TunedLookup tuned = tuned_choice(device, decode_spec(p, device.best_arch()), p.batch,
+                                           static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size);
+    if (tuned.source != ChoiceSource::heuristic) {
+      p.kv_tile = tuned.choice.kv_tile;
+      p.num_splits = tuned.choice.num_splits;
+      plan.source = tuned.source;
+    }
+  }
+  // --- end tuning ---
   plan.spec = normalized(decode_spec(p, device.best_arch()));
   const int tile = plan.spec.kv_tile;
   const XqajitDecodeGeometry geo =

@@ -10,6 +10,7 @@
 #include "xqajit/error.hpp"
 #include "xqajit/mla_args.h"
 #include "xqajit/ops/split_plan.hpp"
+#include "xqajit/tuning.hpp"
 #include "mla/portable_geometry.h"
 // TRANSITIONAL (until the hopper backend lands): its geometry header comes with its kernel.
 #if __has_include("mla/hopper_geometry.h")
@@ -129,8 +130,21 @@ KernelSpec mla_decode_spec(const MlaDecodeParams& p, const Arch& arch) {
   return normalized(s);
 }
 
-MlaDecodePlan mla_decode_plan(const MlaDecodeParams& p, const DeviceInfo& device) {
+MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& device) {
   MlaDecodePlan plan;
+  // --- tuning (#8): knobs the caller left automatic come from the tuning table ---
+  MlaDecodeParams p = params;  // a plain struct copy: no allocation
+  if (p.kv_tile == 0 && p.num_splits == 0 && p.backend == Backend::automatic) {
+    const TunedLookup tuned = tuned_choice(device, mla_decode_spec(p, device.best_arch()), p.batch,
+                                           static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size);
+    if (tuned.source != ChoiceSource::heuristic) {
+      p.kv_tile = tuned.choice.kv_tile;
+      p.num_splits = tuned.choice.num_splits;
+      p.backend = tuned.choice.backend;
+      plan.source = tuned.source;
+    }
+  }
+  // --- end tuning ---
   plan.spec = mla_decode_spec(p, device.best_arch());
   const XqajitMlaGeometry geo = geometry(plan.spec);
   if (geo.stages == 0 || geo.smem_bytes > device.max_smem_per_block_optin)

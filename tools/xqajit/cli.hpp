@@ -30,5 +30,6 @@ void add_cache_commands(CLI::App& app, GlobalFlags& flags, int& exit_code);    /
 void add_prewarm_command(CLI::App& app, GlobalFlags& flags, int& exit_code);   // prewarm
 void add_bundle_commands(CLI::App& app, GlobalFlags& flags, int& exit_code);   // bundle pack/list/verify/unpack
 void add_remote_commands(CLI::App& app, GlobalFlags& flags, int& exit_code);   // remote list/clear
+void add_tune_command(CLI::App& app, GlobalFlags& flags, int& exit_code);      // tune
 
 }  // namespace xqajit::cli

@@ -83,4 +83,17 @@ std::string human_bytes(std::uint64_t bytes) {
   return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", value, kUnits[unit]);
 }
 
+void refuse_large_spec_set(std::size_t count, std::size_t max_specs, const std::vector<FieldProduct>& products) {
+  if (count <= max_specs) return;
+  std::map<std::string, std::size_t> widest;
+  for (const auto& p : products)
+    for (const auto& [field, values] : p)
+      if (values.size() > 1) widest[field] = std::max(widest[field], values.size());
+  std::vector<std::string> parts;
+  for (const auto& [field, n] : widest) parts.push_back(fmt::format("{} x{}", field, n));
+  throw UsageError(fmt::format("the spec set expands to {} specs, more than {} (fields that multiply it: {}); "
+                               "narrow it or raise --max-specs",
+                               count, max_specs, parts.empty() ? std::string("none") : fmt::format("{}", fmt::join(parts, ", "))));
+}
+
 }  // namespace xqajit::cli

@@ -10,6 +10,7 @@
 
 #include "cli.hpp"
 #include "xqajit/spec.hpp"
+#include "xqajit/spec_set.hpp"
 
 namespace xqajit::cli {
 
@@ -42,5 +43,10 @@ void print_remote_text(const nlohmann::json& remote);
 
 /// Human-readable byte count: "1.5 MiB".
 std::string human_bytes(std::uint64_t bytes);
+
+/// Spec sets are products: refuses (UsageError) a set of more than `max_specs`
+/// specs, naming the count and the fields that multiply it (--max-specs raises it).
+void refuse_large_spec_set(std::size_t count, std::size_t max_specs, const std::vector<FieldProduct>& products);
+constexpr std::size_t kDefaultMaxSpecs = 4096;
 
 }  // namespace xqajit::cli

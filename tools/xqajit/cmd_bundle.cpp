@@ -12,6 +12,7 @@
 #include "xqajit/cache.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/error.hpp"
+#include "xqajit/tuning.hpp"
 #include "xqajit/spec_set.hpp"
 
 namespace xqajit::cli {
@@ -23,6 +24,7 @@ struct PackArgs {
   std::vector<std::string> names;
   int jobs = 0;
   bool skip_invalid = false;
+  bool with_tuning = false;  // also pack <cache>/tuning/*.json
 };
 
 /// The specs to pack: from a spec file and/or canonical names (empty = all of the cache).
@@ -75,6 +77,14 @@ void run_pack(const GlobalFlags& flags, const PackArgs& args) {
     for (const KernelSpec& spec : specs) {
       const CubinRef ref = engine.cubin(spec);
       writer.add({ref.name, normalized(spec).arch.str(), ref.fingerprint, 0, 0, {}}, *ref.cubin);
+    }
+  }
+  if (args.with_tuning) {  // tuning tables travel as specially named entries (tuning.hpp)
+    std::error_code ec;
+    for (const auto& f : std::filesystem::directory_iterator(options.cache_dir / "tuning", ec)) {
+      if (f.path().extension() != ".json") continue;
+      const TuningTable table = load_tuning(f.path());
+      if (!table.empty()) add_bundle_tuning(writer, table, f.path().filename().string(), fingerprint);
     }
   }
   if (writer.size() == 0)
@@ -134,6 +144,19 @@ int run_unpack(const GlobalFlags& flags, const std::string& file) {
   std::size_t written = 0;
   std::vector<std::string> failed;
   for (const auto& entry : reader.entries()) {
+    if (is_tuning_entry_name(entry.name)) {  // a tuning table: merge into <cache>/tuning/
+      const std::string file_name = entry.name.substr(std::string(kBundleTuningPrefix).size());
+      const std::vector<char> bytes = reader.read(entry);
+      try {
+        save_tuning(options.cache_dir / "tuning" / std::filesystem::path(file_name).filename(),
+                    TuningTable::from_json(std::string(bytes.begin(), bytes.end())));
+        ++written;
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "xqajit: tuning entry {} not unpacked: {}\n", entry.name, e.what());
+        failed.push_back(entry.name);
+      }
+      continue;
+    }
     const std::vector<char> cubin = reader.read(entry);  // checksum verified
     auto& cache = caches[entry.fingerprint];
     if (!cache) cache = std::make_unique<DiskCache>(options.cache_dir, entry.fingerprint);
@@ -175,6 +198,8 @@ void add_bundle_commands(CLI::App& app, GlobalFlags& flags, int& exit_code) {
       ->type_name("FILE");
   pack->add_option("-j,--jobs", pack_args->jobs, "Worker threads for missing compiles (default: cores)");
   pack->add_flag("--skip-invalid", pack_args->skip_invalid, "Skip invalid combinations of the spec file");
+  pack->add_flag("--with-tuning", pack_args->with_tuning,
+                 "Also pack the tuning tables of the cache root (xqajit tune), for hosts that do not tune");
   pack->add_option("names", pack_args->names, "Canonical spec names to pack")->type_name("NAME");
   pack->callback([&flags, &exit_code, pack_args] {
     run_pack(flags, *pack_args);

@@ -43,6 +43,7 @@ struct PrewarmArgs {
   std::string spec_file;
   std::string preset;
   std::vector<std::string> fields;  // FIELD=VALUE[,VALUE...]
+  std::size_t max_specs = kDefaultMaxSpecs;
 };
 
 /// The specs named by --spec-file, --preset or FIELD=VALUE lists. FIELD=VALUE
@@ -80,7 +81,9 @@ SpecSet collect_specs(const PrewarmArgs& args, const Options& options) {
                                              [](const FieldProduct& p) { return p.count("arch") == 0; });
   if (need_default_arch && !gpu_arch) gpu_arch = current_gpu_arch(options);
   if (gpu_arch) expand_options.default_arch = &*gpu_arch;
-  return expand(products, expand_options);
+  SpecSet set = expand(products, expand_options);
+  refuse_large_spec_set(set.specs.size(), args.max_specs, products);
+  return set;
 }
 
 /// A result's spec name; a failed spec may have none (e.g. an arch NVRTC cannot target).
@@ -373,6 +376,7 @@ void add_prewarm_command(CLI::App& app, GlobalFlags& flags, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--threads", args->threads,
                 "Use threads in this process instead of worker processes (NVRTC serialises threads)");
+  cmd->add_option("--max-specs", args->max_specs, "Refuse a spec set larger than this (default 4096)");
   cmd->add_flag("--skip-invalid", args->skip_invalid,
                 "Report and skip invalid combinations of a product instead of failing");
   cmd->add_option(

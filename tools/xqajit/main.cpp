@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   add_prewarm_command(app, flags, exit_code);
   add_bundle_commands(app, flags, exit_code);
   add_remote_commands(app, flags, exit_code);
+  add_tune_command(app, flags, exit_code);
 
   try {
     app.parse(argc, argv);  // runs the chosen subcommand's callback

@@ -13,6 +13,7 @@
 #include "xqajit/driver.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/spec.hpp"
+#include "xqajit/tuning.hpp"
 
 namespace xqajit {
 
@@ -99,6 +100,7 @@ struct DecodePlan {
   unsigned threads = 0;
   unsigned smem_bytes = 0;
   std::size_t workspace_bytes = 0;
+  ChoiceSource source = ChoiceSource::heuristic;  ///< where kv_tile / splits came from (tuning.hpp)
 };
 DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device);
 

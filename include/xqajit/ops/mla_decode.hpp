@@ -18,6 +18,7 @@
 #include "xqajit/driver.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/spec.hpp"
+#include "xqajit/tuning.hpp"
 
 namespace xqajit {
 
@@ -84,6 +85,7 @@ struct MlaDecodePlan {
   unsigned threads = 0;
   unsigned smem_bytes = 0;
   std::size_t workspace_bytes = 0;
+  ChoiceSource source = ChoiceSource::heuristic;  ///< where kv_tile / splits came from (tuning.hpp)
 };
 MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& device);
 

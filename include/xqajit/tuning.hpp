@@ -1,0 +1,191 @@
+#pragma once
+/// Tuning results: which variant (kv_tile, split policy, backend) won for a
+/// shape bucket on one device, persisted as a versioned JSON table
+/// (`<cache root>/tuning/<device>.json`) and looked up on the launch path.
+///
+///   tuner (src/tuner.cpp) --measures--> TuningEntry --TuningTable::put--> save()
+///   decode_plan --tuned_choice()--> exact bucket, else nearest bucket, else heuristic
+///
+/// Lookup hashes the key's fields directly (no strings built), reads an
+/// immutable snapshot and allocates nothing, so tuned launches stay
+/// graph-capturable and are safe from many threads.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "xqajit/driver.hpp"
+#include "xqajit/spec.hpp"
+
+namespace xqajit {
+
+class BundleReader;
+class BundleWriter;
+
+constexpr int kTuningFormatVersion = 1;
+constexpr int kMaxTunedBatch = 2048;
+
+/// Batch rounded down to a power of two, clamped to [1, 2048].
+int batch_bucket(std::int64_t batch);
+/// Longest sequence rounded down to a power of two (>= 1).
+std::int64_t seq_bucket(std::int64_t max_seq_len);
+
+/// Who ran it: the device and the toolchain that built the kernels.
+struct TuningDevice {
+  std::string name;           ///< e.g. "NVIDIA H100 80GB HBM3"
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  std::string toolchain;      ///< the compiler fingerprint
+};
+
+/// The tuning key: device + spec without its variant knobs (kv_tile, backend)
+/// + shape bucket. q_len is part of the spec.
+struct TuningKey {
+  TuningDevice device;
+  KernelSpec spec;            ///< kv_tile and backend are ignored
+  int batch = 1;              ///< a bucket
+  std::int64_t seq_len = 1;   ///< a bucket
+};
+bool same_group(const TuningKey& a, const TuningKey& b);  ///< device and spec equal
+bool operator==(const TuningKey& a, const TuningKey& b);
+
+/// A variant's knobs. num_splits 0 = the automatic split count.
+struct TunedChoice {
+  int kv_tile = 0;
+  int num_splits = 0;
+  Backend backend = Backend::automatic;
+  friend bool operator==(const TunedChoice& a, const TunedChoice& b) {
+    return a.kv_tile == b.kv_tile && a.num_splits == b.num_splits && a.backend == b.backend;
+  }
+};
+std::string to_string(const TunedChoice& c);  ///< "kv_tile=64 splits=auto backend=portable"
+
+struct CandidateTime {
+  TunedChoice choice;
+  double median_us = 0;
+  bool heuristic = false;     ///< the plan the heuristic would have chosen
+};
+
+struct TuningEntry {
+  TuningKey key;
+  TunedChoice winner;
+  std::vector<CandidateTime> candidates;  ///< every candidate's median, for the margin
+};
+
+enum class ChoiceSource { heuristic, tuned, nearest };
+std::string to_string(ChoiceSource s);
+
+struct TunedLookup {
+  ChoiceSource source = ChoiceSource::heuristic;
+  TunedChoice choice;
+};
+
+/// Hash of (device, toolchain, spec minus knobs) computed field by field; no allocation.
+std::uint64_t tuning_group_hash(const std::string& device_name, int cc_major, int cc_minor, int sm_count,
+                                const std::string& toolchain, const KernelSpec& spec) noexcept;
+
+/// An immutable-once-published set of entries. Build it (put/merge), then
+/// publish it with set_active_tuning(); lookups read the published snapshot.
+class TuningTable {
+ public:
+  /// Adds or replaces the entry for its key.
+  void put(TuningEntry entry);
+  /// Entries of `other` replace ours for equal keys.
+  void merge(const TuningTable& other);
+  const std::vector<TuningEntry>& entries() const { return entries_; }
+  bool empty() const { return entries_.empty(); }
+
+  /// Exact bucket, else the nearest bucket of the same group (distance in
+  /// log2 steps of batch plus seq), else heuristic. No allocation.
+  TunedLookup lookup(const std::string& device_name, int cc_major, int cc_minor, int sm_count,
+                     const std::string& toolchain, const KernelSpec& spec, std::int64_t batch,
+                     std::int64_t max_seq_len) const noexcept;
+  TunedLookup lookup(const TuningKey& key) const noexcept;
+
+  std::string to_json() const;
+  /// Throws std::runtime_error on a bad checksum, a foreign version or malformed JSON.
+  static TuningTable from_json(const std::string& text);
+
+ private:
+  void reindex();
+  std::vector<TuningEntry> entries_;
+  std::unordered_map<std::uint64_t, std::vector<std::size_t>> groups_;  // group hash -> entries
+};
+
+/// "tuning/<sanitised device name>.json" under `cache_root`.
+std::filesystem::path tuning_file(const std::filesystem::path& cache_root, const std::string& device_name);
+/// Reads a table; a missing file gives an empty table, a corrupt or
+/// foreign-version one an empty table and one warning (never throws).
+TuningTable load_tuning(const std::filesystem::path& file);
+/// Merges `table` into what is on disk under an exclusive lock and publishes
+/// atomically, so concurrent writers keep a valid file. Throws on I/O errors.
+void save_tuning(const std::filesystem::path& file, const TuningTable& table);
+
+// ---- bundles: a tuning table travels as a specially named entry ----
+
+/// Bundle entries named "xqajit-tuning/<file>.json" (arch "any") hold tuning
+/// tables; kernel lookups never match them (no canonical name looks like this).
+constexpr const char* kBundleTuningPrefix = "xqajit-tuning/";
+bool is_tuning_entry_name(const std::string& name);
+/// Every tuning table in `bundle` merged (a bad one is skipped with a warning).
+TuningTable load_bundle_tuning(const BundleReader& bundle);
+/// Adds `table` to `writer` as entry kBundleTuningPrefix + `file_name`.
+void add_bundle_tuning(BundleWriter& writer, const TuningTable& table, const std::string& file_name,
+                       const std::string& fingerprint);
+
+/// The process-wide snapshot decode_plan / mla_decode_plan read, with the
+/// toolchain fingerprint of the kernels this process builds. nullptr = none.
+void set_active_tuning(std::shared_ptr<const TuningTable> table, std::string toolchain = {});
+std::shared_ptr<const TuningTable> active_tuning();
+/// Lookup against the active snapshot (heuristic when none). No allocation.
+TunedLookup tuned_choice(const DeviceInfo& device, const KernelSpec& spec, std::int64_t batch,
+                         std::int64_t max_seq_len) noexcept;
+
+// ---- the tuner (src/tuner.cpp) ----
+
+/// A family's variant space, as data: the kv_tile values, whether the backend
+/// is an axis, and the fixed split counts tried beside the automatic one.
+struct CandidateSpace {
+  Kind kind;
+  std::vector<int> kv_tiles;       ///< {0} = only the spec default
+  bool backend_axis = false;
+  std::vector<int> fixed_splits;   ///< tried beside 0 (automatic)
+};
+const CandidateSpace& candidate_space(Kind kind);
+
+/// Whether a candidate can serve the call (fits shared memory, backend runs
+/// the call's features); injectable for tests.
+using CandidateFilter = std::function<bool(const KernelSpec& spec, const TunedChoice& choice)>;
+/// The default filter: GQA tiles whose geometry fits `spec.arch`; MLA backends
+/// that backends_for() offers on `spec.arch`.
+bool candidate_fits(const KernelSpec& spec, const TunedChoice& choice);
+
+/// Every candidate of spec's family that passes `filter`, in table order.
+std::vector<TunedChoice> tuning_candidates(const KernelSpec& spec, const CandidateFilter& filter = candidate_fits);
+/// The choice the heuristic makes (spec defaults, automatic split count).
+TunedChoice heuristic_choice(const KernelSpec& spec);
+
+/// Times one candidate: the median µs of a launch of `choice` for `key`'s
+/// shape. Throws when the candidate cannot run (it is then skipped). The GPU
+/// timer (CUDA events, warm-up, L2 flush) lives in the CLI; tests inject a fake.
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  virtual double median_us(const TuningKey& key, const TunedChoice& choice) = 0;
+};
+
+/// A candidate must beat the heuristic by more than this fraction to win (noise).
+constexpr double kTuningNoise = 0.01;
+
+/// Times every candidate of `key` and picks the winner: the fastest, unless
+/// the heuristic is within kTuningNoise of it (then the heuristic). Returns
+/// nothing when fewer than two candidates run (nothing to tune).
+std::optional<TuningEntry> tune_key(const TuningKey& key, Timer& timer,
+                                    const CandidateFilter& filter = candidate_fits);
+
+}  // namespace xqajit

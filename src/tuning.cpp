@@ -1,0 +1,320 @@
+#include "xqajit/tuning.hpp"
+
+#include <fcntl.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "detail/fs.hpp"
+#include "xqajit/bundle.hpp"
+#include "detail/log.hpp"
+#include "xqajit/detail/sha256.hpp"
+
+namespace xqajit {
+namespace {
+
+using nlohmann::json;
+
+int floor_log2(std::int64_t v) {
+  int l = 0;
+  while (v > 1) v >>= 1, ++l;
+  return l;
+}
+
+// FNV-1a over raw bytes; the field-by-field hash below never builds a string.
+struct Fnv {
+  std::uint64_t h = 1469598103934665603ull;
+  void bytes(const void* p, std::size_t n) {
+    auto* c = static_cast<const unsigned char*>(p);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 1099511628211ull;
+  }
+  void i(std::int64_t v) { bytes(&v, sizeof v); }
+  void s(const std::string& v) { i(static_cast<std::int64_t>(v.size())), bytes(v.data(), v.size()); }
+};
+
+bool same_spec_minus_knobs(KernelSpec a, KernelSpec b) {
+  a.kv_tile = b.kv_tile = 0;
+  a.backend = b.backend = Backend::automatic;
+  return a == b;
+}
+
+json choice_json(const TunedChoice& c) {
+  return {{"kv_tile", c.kv_tile}, {"num_splits", c.num_splits}, {"backend", to_string(c.backend)}};
+}
+TunedChoice choice_from(const json& j) {
+  TunedChoice c;
+  c.kv_tile = j.at("kv_tile").get<int>();
+  c.num_splits = j.at("num_splits").get<int>();
+  c.backend = parse_backend(j.at("backend").get<std::string>());
+  return c;
+}
+
+struct Active {
+  std::shared_ptr<const TuningTable> table;
+  std::string toolchain;
+};
+std::atomic<bool> g_have_active{false};
+std::shared_ptr<const Active> g_active;  // accessed with std::atomic_load/store only
+
+}  // namespace
+
+int batch_bucket(std::int64_t batch) {
+  if (batch <= 1) return 1;
+  if (batch >= kMaxTunedBatch) return kMaxTunedBatch;
+  return 1 << floor_log2(batch);
+}
+
+std::int64_t seq_bucket(std::int64_t max_seq_len) {
+  if (max_seq_len <= 1) return 1;
+  return std::int64_t{1} << floor_log2(max_seq_len);
+}
+
+bool same_group(const TuningKey& a, const TuningKey& b) {
+  return a.device.name == b.device.name && a.device.cc_major == b.device.cc_major &&
+         a.device.cc_minor == b.device.cc_minor && a.device.sm_count == b.device.sm_count &&
+         a.device.toolchain == b.device.toolchain && same_spec_minus_knobs(a.spec, b.spec);
+}
+
+bool operator==(const TuningKey& a, const TuningKey& b) {
+  return same_group(a, b) && a.batch == b.batch && a.seq_len == b.seq_len;
+}
+
+std::string to_string(const TunedChoice& c) {
+  return "kv_tile=" + std::to_string(c.kv_tile) +
+         " splits=" + (c.num_splits == 0 ? std::string("auto") : std::to_string(c.num_splits)) +
+         " backend=" + to_string(c.backend);
+}
+
+std::string to_string(ChoiceSource s) {
+  switch (s) {
+    case ChoiceSource::tuned: return "tuned";
+    case ChoiceSource::nearest: return "nearest";
+    case ChoiceSource::heuristic: break;
+  }
+  return "heuristic";
+}
+
+std::uint64_t tuning_group_hash(const std::string& device_name, int cc_major, int cc_minor, int sm_count,
+                                const std::string& toolchain, const KernelSpec& spec) noexcept {
+  Fnv f;
+  f.s(device_name), f.i(cc_major), f.i(cc_minor), f.i(sm_count), f.s(toolchain);
+  f.i(static_cast<int>(spec.kind)), f.i(static_cast<int>(spec.input)), f.i(static_cast<int>(spec.kv));
+  f.i(static_cast<int>(spec.output)), f.i(spec.head_dim), f.i(spec.page_size), f.i(spec.group);
+  f.i(spec.q_len), f.i(spec.sliding_window), f.i(spec.arch.major), f.i(spec.arch.minor), f.i(spec.arch.accel);
+  return f.h;
+}
+
+void TuningTable::put(TuningEntry entry) {
+  entry.key.batch = batch_bucket(entry.key.batch);
+  entry.key.seq_len = seq_bucket(entry.key.seq_len);
+  entry.key.spec.kv_tile = 0;
+  entry.key.spec.backend = Backend::automatic;
+  for (auto& e : entries_)
+    if (e.key == entry.key) {
+      e = std::move(entry);
+      return;
+    }
+  entries_.push_back(std::move(entry));
+  reindex();
+}
+
+void TuningTable::merge(const TuningTable& other) {
+  for (const auto& e : other.entries_) put(e);
+}
+
+void TuningTable::reindex() {
+  groups_.clear();
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    const auto& k = entries_[i].key;
+    groups_[tuning_group_hash(k.device.name, k.device.cc_major, k.device.cc_minor, k.device.sm_count,
+                              k.device.toolchain, k.spec)]
+        .push_back(i);
+  }
+}
+
+TunedLookup TuningTable::lookup(const std::string& device_name, int cc_major, int cc_minor, int sm_count,
+                                const std::string& toolchain, const KernelSpec& spec, std::int64_t batch,
+                                std::int64_t max_seq_len) const noexcept {
+  TunedLookup out;
+  auto it = groups_.find(tuning_group_hash(device_name, cc_major, cc_minor, sm_count, toolchain, spec));
+  if (it == groups_.end()) return out;
+  const int lb = floor_log2(batch_bucket(batch));
+  const int ls = floor_log2(seq_bucket(max_seq_len));
+  int best = -1;
+  int best_dist = 1 << 30;
+  for (std::size_t i : it->second) {
+    const auto& k = entries_[i].key;
+    // Guard against hash collisions: the group must really match.
+    if (k.device.name != device_name || k.device.toolchain != toolchain || k.device.sm_count != sm_count ||
+        k.device.cc_major != cc_major || k.device.cc_minor != cc_minor || !same_spec_minus_knobs(k.spec, spec))
+      continue;
+    const int d = std::abs(floor_log2(k.batch) - lb) + std::abs(floor_log2(k.seq_len) - ls);
+    if (d < best_dist) best_dist = d, best = static_cast<int>(i);
+  }
+  if (best < 0) return out;
+  out.source = best_dist == 0 ? ChoiceSource::tuned : ChoiceSource::nearest;
+  out.choice = entries_[static_cast<std::size_t>(best)].winner;
+  return out;
+}
+
+TunedLookup TuningTable::lookup(const TuningKey& k) const noexcept {
+  return lookup(k.device.name, k.device.cc_major, k.device.cc_minor, k.device.sm_count, k.device.toolchain,
+                k.spec, k.batch, k.seq_len);
+}
+
+std::string TuningTable::to_json() const {
+  json entries = json::array();
+  for (const auto& e : entries_) {
+    const auto& k = e.key;
+    const auto& s = k.spec;
+    json cands = json::array();
+    for (const auto& c : e.candidates)
+      cands.push_back({{"choice", choice_json(c.choice)}, {"median_us", c.median_us}, {"heuristic", c.heuristic}});
+    entries.push_back({
+        {"device",
+         {{"name", k.device.name}, {"cc", {k.device.cc_major, k.device.cc_minor}}, {"sm_count", k.device.sm_count},
+          {"toolchain", k.device.toolchain}}},
+        {"spec",
+         {{"kind", to_string(s.kind)}, {"input", to_string(s.input)}, {"kv", to_string(s.kv)},
+          {"output", to_string(s.output)}, {"head_dim", s.head_dim}, {"page_size", s.page_size},
+          {"group", s.group}, {"q_len", s.q_len}, {"sliding_window", s.sliding_window}, {"arch", s.arch.str()}}},
+        {"batch", k.batch},
+        {"seq_len", k.seq_len},
+        {"winner", choice_json(e.winner)},
+        {"candidates", cands},
+    });
+  }
+  const std::string body = entries.dump();
+  json doc = {{"format", "xqajit-tuning"},
+              {"version", kTuningFormatVersion},
+              {"checksum", detail::sha256_hex(body)},
+              {"entries", entries}};
+  return doc.dump(1);
+}
+
+TuningTable TuningTable::from_json(const std::string& text) {
+  json doc = json::parse(text);  // throws on malformed text
+  if (doc.value("format", std::string()) != "xqajit-tuning") throw std::runtime_error("not a tuning table");
+  const int version = doc.at("version").get<int>();
+  if (version != kTuningFormatVersion)
+    throw std::runtime_error("tuning table version " + std::to_string(version) + ", expected " +
+                             std::to_string(kTuningFormatVersion));
+  const json& entries = doc.at("entries");
+  if (detail::sha256_hex(entries.dump()) != doc.at("checksum").get<std::string>())
+    throw std::runtime_error("tuning table checksum mismatch");
+  TuningTable table;
+  for (const auto& j : entries) {
+    TuningEntry e;
+    const auto& d = j.at("device");
+    e.key.device.name = d.at("name").get<std::string>();
+    e.key.device.cc_major = d.at("cc").at(0).get<int>();
+    e.key.device.cc_minor = d.at("cc").at(1).get<int>();
+    e.key.device.sm_count = d.at("sm_count").get<int>();
+    e.key.device.toolchain = d.at("toolchain").get<std::string>();
+    const auto& s = j.at("spec");
+    auto& spec = e.key.spec;
+    const std::string kind = s.at("kind").get<std::string>();
+    spec.kind = kind == "mla" ? Kind::mla : Kind::gqa;
+    spec.input = parse_dtype("input", s.at("input").get<std::string>());
+    spec.kv = parse_dtype("kv", s.at("kv").get<std::string>());
+    spec.output = parse_dtype("output", s.at("output").get<std::string>());
+    spec.head_dim = s.at("head_dim").get<int>();
+    spec.page_size = s.at("page_size").get<int>();
+    spec.group = s.at("group").get<int>();
+    spec.q_len = s.at("q_len").get<int>();
+    spec.sliding_window = s.at("sliding_window").get<bool>();
+    spec.arch = Arch::parse(s.at("arch").get<std::string>());
+    e.key.batch = j.at("batch").get<int>();
+    e.key.seq_len = j.at("seq_len").get<std::int64_t>();
+    e.winner = choice_from(j.at("winner"));
+    for (const auto& c : j.at("candidates"))
+      e.candidates.push_back({choice_from(c.at("choice")), c.at("median_us").get<double>(),
+                              c.value("heuristic", false)});
+    table.put(std::move(e));
+  }
+  return table;
+}
+
+std::filesystem::path tuning_file(const std::filesystem::path& cache_root, const std::string& device_name) {
+  std::string safe;
+  for (char c : device_name) safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '_';
+  if (safe.empty()) safe = "unknown";
+  return cache_root / "tuning" / (safe + ".json");
+}
+
+TuningTable load_tuning(const std::filesystem::path& file) {
+  std::vector<char> bytes;
+  if (auto ec = detail::read_whole_file(file, bytes)) {
+    if (ec != std::errc::no_such_file_or_directory)
+      detail::logger()->warn("tuning table {} unreadable ({}); using the heuristic", file.string(), ec.message());
+    return {};
+  }
+  try {
+    return TuningTable::from_json(std::string(bytes.begin(), bytes.end()));
+  } catch (const std::exception& e) {
+    detail::logger()->warn("tuning table {} ignored: {}", file.string(), e.what());
+    return {};
+  }
+}
+
+void save_tuning(const std::filesystem::path& file, const TuningTable& table) {
+  std::error_code ec;
+  std::filesystem::create_directories(file.parent_path(), ec);
+  if (ec) throw std::runtime_error("cannot create " + file.parent_path().string() + ": " + ec.message());
+  auto lock = detail::lock_file(file.string() + ".lock", detail::LockWait::kBlock, ec);
+  if (ec) throw std::runtime_error("cannot lock " + file.string() + ": " + ec.message());
+  TuningTable merged = load_tuning(file);
+  merged.merge(table);
+  const std::string text = merged.to_json();
+  if (auto wec = detail::write_file_atomically(file, text.data(), text.size()))
+    throw std::runtime_error("cannot write " + file.string() + ": " + wec.message());
+  detail::fsync_directory(file.parent_path());
+}
+
+bool is_tuning_entry_name(const std::string& name) { return name.rfind(kBundleTuningPrefix, 0) == 0; }
+
+TuningTable load_bundle_tuning(const BundleReader& bundle) {
+  TuningTable table;
+  for (const auto& e : bundle.entries()) {
+    if (!is_tuning_entry_name(e.name)) continue;
+    try {
+      const std::vector<char> bytes = bundle.read(e);  // checksum verified
+      table.merge(TuningTable::from_json(std::string(bytes.begin(), bytes.end())));
+    } catch (const std::exception& ex) {
+      detail::logger()->warn("bundle {}: tuning entry {} ignored: {}", bundle.path().string(), e.name, ex.what());
+    }
+  }
+  return table;
+}
+
+void add_bundle_tuning(BundleWriter& writer, const TuningTable& table, const std::string& file_name,
+                       const std::string& fingerprint) {
+  const std::string text = table.to_json();
+  writer.add({kBundleTuningPrefix + file_name, "any", fingerprint, 0, 0, {}},
+             std::vector<char>(text.begin(), text.end()));
+}
+
+void set_active_tuning(std::shared_ptr<const TuningTable> table, std::string toolchain) {
+  std::shared_ptr<const Active> next;
+  if (table) next = std::make_shared<const Active>(Active{std::move(table), std::move(toolchain)});
+  g_have_active.store(next != nullptr, std::memory_order_release);
+  std::atomic_store(&g_active, std::move(next));
+}
+
+std::shared_ptr<const TuningTable> active_tuning() {
+  auto a = std::atomic_load(&g_active);
+  return a ? a->table : nullptr;
+}
+
+TunedLookup tuned_choice(const DeviceInfo& device, const KernelSpec& spec, std::int64_t batch,
+                         std::int64_t max_seq_len) noexcept {
+  if (!g_have_active.load(std::memory_order_acquire)) return {};
+  const auto active = std::atomic_load(&g_active);  // a refcount bump, no allocation
+  if (!active) return {};
+  return active->table->lookup(device.name, device.cc_major, device.cc_minor, device.sm_count, active->toolchain,
+                               spec, batch, max_seq_len);
+}
+
+}  // namespace xqajit
