@@ -34,7 +34,7 @@ except ImportError:  # a prewarm host without torch: specs and the CLI still wor
     pass
 else:
     from .ops import decode, validate_decode
-    from .ops.decode import decode_spec
+    from .ops.gqa import decode_spec
     from .workspace import workspace
 
     __all__ += ["decode", "validate_decode", "decode_spec", "workspace"]

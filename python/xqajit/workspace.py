@@ -18,6 +18,7 @@ from .errors import NotAvailableError
 
 _lock = threading.Lock()
 _buffers: dict = {}  # device index -> uint8 tensor
+_pointers: dict = {}  # device index -> (pointer, bytes) of _buffers[index], for the launch path
 _retired: list = []  # outgrown buffers (geometric growth: at most as much again)
 
 
@@ -55,6 +56,7 @@ def _grow(index: int, nbytes: int) -> torch.Tensor:
             # Launches still queued (on any stream) may use the old buffer: keep it.
             _retired.append(buf)
         _buffers[index] = new
+        _pointers[index] = (new.data_ptr(), new.numel())
         return new
 
 
