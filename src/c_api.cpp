@@ -224,16 +224,43 @@ int xqajit_prewarm(XqajitEngine* handle, const char* specs_json, int jobs, const
   return guarded([&]() -> int {
     const nlohmann::json list = nlohmann::json::parse(specs_json);
     if (!list.is_array()) return c_api::fail(XQAJIT_ARGUMENT_ERROR, "prewarm: expected a list of specs");
+    // A spec that does not parse or validate becomes a failed result, like a failed compile.
     std::vector<KernelSpec> specs;
-    for (const auto& item : list) specs.push_back(c_api::spec_from_json(item));
+    std::vector<nlohmann::json> rejected(list.size());
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      try {
+        specs.push_back(c_api::spec_from_json(list[i]));
+      } catch (const Error& e) {
+        rejected[i] = {{"name", list[i].dump()}, {"ok", false}, {"source", ""}, {"seconds", 0.0}, {"error", e.what()}};
+      }
+    }
+    const std::vector<PrewarmResult> results = c_api::engine_of(handle).prewarm(specs, jobs);
     nlohmann::json out = nlohmann::json::array();
-    for (const PrewarmResult& r : c_api::engine_of(handle).prewarm(specs, jobs))
-      out.push_back({{"name", r.name},
-                     {"ok", r.ok},
-                     {"source", to_string(r.source)},
-                     {"seconds", r.seconds},
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!rejected[i].is_null()) {
+        out.push_back(rejected[i]);
+        continue;
+      }
+      const PrewarmResult& r = results.at(next++);
+      out.push_back({{"name", r.name}, {"ok", r.ok}, {"source", to_string(r.source)}, {"seconds", r.seconds},
                      {"error", r.error}});
+    }
     *result_json = c_api::keep(out.dump());
+    return XQAJIT_OK;
+  });
+}
+
+int xqajit_engine_cubin(XqajitEngine* handle, const char* spec_json, const char** result_json) {
+  return guarded([&]() -> int {
+    const KernelSpec spec = c_api::spec_from_json(nlohmann::json::parse(spec_json));
+    const CubinRef ref = c_api::engine_of(handle).cubin(spec);
+    *result_json = c_api::keep(nlohmann::json{{"name", ref.name},
+                                              {"source", to_string(ref.source)},
+                                              {"path", ref.path.string()},
+                                              {"cubin_bytes", ref.cubin ? ref.cubin->size() : 0},
+                                              {"seconds", ref.seconds}}
+                                   .dump());
     return XQAJIT_OK;
   });
 }

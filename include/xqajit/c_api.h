@@ -67,6 +67,10 @@ int xqajit_spec(const char* spec_json, const char** result_json);
 /* specs_json: a list of such specs. Result: a list of
  * {"name", "ok", "source", "seconds", "error"}; one bad spec never fails the call. */
 int xqajit_prewarm(XqajitEngine* engine, const char* specs_json, int jobs, const char** result_json);
+/* The cubin of one spec through the engine's tiers (Engine::cubin; no GPU needed).
+ * Result: {"name", "source", "path", "cubin_bytes", "seconds"}. Raises what the
+ * engine raises: CompileError with the NVRTC log, NotAvailableError in no-compile mode. */
+int xqajit_engine_cubin(XqajitEngine* engine, const char* spec_json, const char** result_json);
 /* The best arch of GPU `device` ("sm_90a"); needs libcuda and a GPU. */
 int xqajit_device_arch(int device, const char** arch);
 

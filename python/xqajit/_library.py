@@ -4,7 +4,8 @@ Loaded on first use, never at import: `import xqajit` needs no library, no
 toolkit and no GPU. One shared library serves every Python version.
 
 Where it looks, in order:
-  1. $XQAJIT_LIBRARY: the library file, or a folder holding libxqajit.so*;
+  1. $XQAJIT_LIBRARY: the library file, or a folder holding libxqajit.so* (when
+     set, nothing else is tried);
   2. the package's own lib/ folder (a wheel, or `pip install ./python`);
   3. the source tree's build/ folder (running from a checkout);
   4. the dynamic loader's search path (LD_LIBRARY_PATH, an installed prefix).
@@ -43,6 +44,7 @@ _SIGNATURES = {
     "xqajit_engine_stats": (ctypes.c_int, [ctypes.c_void_p, _c_str_p]),
     "xqajit_spec": (ctypes.c_int, [ctypes.c_char_p, _c_str_p]),
     "xqajit_prewarm": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, _c_str_p]),
+    "xqajit_engine_cubin": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, _c_str_p]),
     "xqajit_device_arch": (ctypes.c_int, [ctypes.c_int, _c_str_p]),
     # Ops take a pointer to their packed args struct (see ops/_abi.py).
     "xqajit_decode": (ctypes.c_int, [ctypes.c_void_p]),
@@ -55,8 +57,8 @@ _SIGNATURES = {
 def _candidates() -> list[str]:
     found: list[str] = []
     env = os.environ.get("XQAJIT_LIBRARY")
-    if env:
-        found += sorted(glob.glob(os.path.join(env, "libxqajit.so*"))) if os.path.isdir(env) else [env]
+    if env:  # an explicit choice: never silently fall back to another copy
+        return sorted(glob.glob(os.path.join(env, "libxqajit.so*"))) or [env] if os.path.isdir(env) else [env]
     for folder in (_PACKAGE_DIR / "lib", _PACKAGE_DIR.parent.parent / "build"):
         found += sorted(glob.glob(str(folder / "libxqajit.so*")))
     found.append("libxqajit.so.0")  # the loader's own search path

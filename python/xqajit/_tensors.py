@@ -7,6 +7,8 @@ costs ~0.1 us), so these are written for speed more than for elegance.
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from .errors import ArgumentError
@@ -71,10 +73,9 @@ def scale_arg(op: str, name: str, value, device: int):
             fail(op, name, f"as a tensor must be float32 with one element, got {value.dtype} {tuple(value.shape)}")
         same_device(op, name, value, device)
         return 1.0, value.data_ptr()
-    try:
+    if isinstance(value, numbers.Real):
         return float(value), 0
-    except (TypeError, ValueError):
-        fail(op, name, f"must be a float or a 1-element float32 CUDA tensor, got {type(value).__name__}")
+    fail(op, name, f"must be a float or a 1-element float32 CUDA tensor, got {type(value).__name__}")
 
 
 def optional_ptr(op: str, name: str, t, device: int, dtypes: tuple, numel: int) -> int:

@@ -58,6 +58,15 @@ class Engine:
         """Hits per tier, compiles, failures, compile seconds, fingerprint, cache_dir."""
         return _library.call_json("xqajit_engine_stats", ctypes.c_void_p(self._handle))
 
+    def compile(self, spec) -> dict:
+        """The cubin of one spec through this engine's tiers (memory, bundles, disk,
+        NVRTC): {"name", "source", "path", "cubin_bytes", "seconds"}. Raises
+        CompileError (with .log) or, in no-compile mode, NotAvailableError."""
+        from .spec import _as_json
+
+        return _library.call_json("xqajit_engine_cubin", ctypes.c_void_p(self._handle),
+                                  json.dumps(_as_json(spec)).encode())
+
     def prewarm(self, specs, *, jobs: int = 0) -> list:
         """Compiles (or finds) every spec's kernel; see xqajit.prewarm."""
         from .spec import prewarm
