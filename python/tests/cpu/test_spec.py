@@ -24,10 +24,13 @@ def test_spec_error_names_field_value_and_allowed():
     assert isinstance(e.value, ValueError) and isinstance(e.value, xqajit.XqajitError)
 
 
-def test_spec_without_arch_and_without_gpu_asks_for_arch():
-    with pytest.raises(xqajit.SpecError) as e:
-        xqajit.spec(input="bf16")
-    assert e.value.field == "arch"
+def test_spec_without_arch_takes_the_gpus_or_asks_for_one():
+    try:
+        s = xqajit.spec(input="bf16")
+    except xqajit.SpecError as e:  # no GPU here
+        assert e.field == "arch"
+    else:
+        assert s.fields["arch"] == xqajit.device_arch(0)
 
 
 def test_decode_spec_from_tensors(inputs):
