@@ -11,6 +11,7 @@ sequence keeps each kernel short. Ways:
   torch_add   torch.add(x, 1, out=y)                    (a torch kernel launch, for scale)
 
     python benchmarks/overhead.py [--json FILE]
+    python benchmarks/overhead.py --cpu-stand-in   # no GPU: the Python side only (see measure_cpu_stand_in)
 """
 
 from __future__ import annotations
@@ -88,10 +89,51 @@ def measure() -> dict:
     return results
 
 
+def measure_cpu_stand_in(repeat=15, number=5000) -> dict:
+    """The Python side of a decode call without a GPU: CPU tensors, the launch
+    replaced by xqajit_decode_validate (the C ABI round trip and the library's
+    argument checks, no plan and no cuLaunchKernelEx), the stream read by 0.
+    Everything else (cached checks, pointer reads, packing, ctypes) is what a
+    GPU call runs. Median over `repeat` runs of `number` calls."""
+    import timeit
+
+    lib = xqajit._library.library()
+    saved = (gqa.require_cuda, gqa.current_stream, lib.xqajit_decode)
+    gqa.require_cuda, gqa.current_stream, lib.xqajit_decode = (lambda op, d: None), (lambda d: 0), lib.xqajit_decode_validate
+    try:
+        q = torch.randn(1, 1, 32, 128).bfloat16()
+        k = torch.randn(16, 64, 8, 128).bfloat16()
+        v = torch.randn_like(k)
+        bt = torch.arange(8, dtype=torch.int32).view(1, 8)
+        sl = torch.tensor([256], dtype=torch.int32)
+        out = torch.empty_like(q)
+        xqajit.decode(q, k, v, bt, sl, out=out)
+        for key, (mid, _, off) in list(gqa._CHECKED.items()):
+            gqa._CHECKED[key] = (mid, 0, off)  # as if on cuda:0: the inlined launch path
+        op = torch.ops.xqajit.decode
+        ways = {
+            "direct": lambda: xqajit.decode(q, k, v, bt, sl, out=out),
+            "custom_op": lambda: op(out, q, k, v, bt, sl, None, None, None, None, 1.0, None, 1.0, None, 0.0, 0,
+                                    "NHD", 0, 0),
+            "first_call_checks": lambda: gqa.decode_args(q, k, v, bt, sl, out),
+            "ctypes_empty_call": lib.xqajit_c_abi_version,
+        }
+        return {name: statistics.median(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
+                for name, fn in ways.items()}
+    finally:
+        gqa.require_cuda, gqa.current_stream, lib.xqajit_decode = saved
+        gqa._CHECKED.clear()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json")
+    ap.add_argument("--cpu-stand-in", action="store_true")
     args = ap.parse_args()
+    if args.cpu_stand_in:
+        for name, us in measure_cpu_stand_in().items():
+            print(f"{name:18s} {us:7.2f} us/call (CPU stand-in: no launch)")
+        return
     r = measure()
     for name, us in r.items():
         print(f"{name:16s} {us:7.2f} us/call")

@@ -222,8 +222,15 @@ def decode(q: torch.Tensor, k_cache: Optional[torch.Tensor] = None, v_cache: Opt
                                 *_op_scales(q_scale, kv_scale, out_scale), int(sliding_window), kv_layout,
                                 int(num_splits), handle)
         return out
-    # The checks depend on metadata alone: a call whose metadata was seen before
-    # reuses their result and only reads pointers and scales (most of the 5 us budget).
+    return _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out_scale, sliding_window,
+                sinks, spec_mask, workspace, kv_layout, num_splits, handle)
+
+
+def _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out_scale, sliding_window, sinks,
+         spec_mask, workspace, kv_layout, num_splits, handle):
+    """The eager launch behind decode() and the custom op. The checks depend on
+    metadata alone: a call whose metadata was seen before reuses their result and
+    only reads pointers and scales (most of the 5 us budget)."""
     try:
         key = (q.shape, q.stride(), q.dtype, q.get_device(), k_cache.shape, k_cache.stride(), k_cache.dtype,
                k_cache.get_device(), None if v_cache is None else (v_cache.shape, v_cache.stride(), v_cache.dtype,
@@ -350,13 +357,9 @@ def _decode_op(out: torch.Tensor, q: torch.Tensor, k_cache: torch.Tensor, v_cach
                q_scale_t: Optional[torch.Tensor], q_scale: float, kv_scale_t: Optional[torch.Tensor], kv_scale: float,
                out_scale_t: Optional[torch.Tensor], out_scale: float, sliding_window: int, kv_layout: str,
                num_splits: int, engine: int) -> None:
-    out_scale_arg = out_scale_t if out_scale_t is not None else (out_scale or None)
-    ptrs, mid, scales, device = decode_args(q, k_cache, v_cache, block_table, seq_lens, out,
-                                 q_scale=q_scale if q_scale_t is None else q_scale_t,
-                                 kv_scale=kv_scale if kv_scale_t is None else kv_scale_t,
-                                 rcp_out_scale=_rcp(out_scale_arg), sliding_window=sliding_window, sinks=sinks,
-                                 spec_mask=spec_mask, kv_layout=kv_layout, num_splits=num_splits)
-    launch(ptrs, mid, scales, device, workspace, engine)
+    _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale if q_scale_t is None else q_scale_t,
+         kv_scale if kv_scale_t is None else kv_scale_t, out_scale_t if out_scale_t is not None else (out_scale or None),
+         sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, engine)
 
 
 @_decode_op.register_fake
