@@ -55,7 +55,7 @@ def measure() -> dict:
 
     results = {}
     results["direct"] = per_call_us(lambda: xqajit.decode(q, k, v, bt, sl, out=out))
-    op = torch.ops.xqajit.decode
+    op = torch.ops.xqajit.decode.default
     results["custom_op"] = per_call_us(
         lambda: op(out, q, k, v, bt, sl, None, None, None, None, 1.0, None, 1.0, None, 0.0, 0, "NHD", 0, 0))
 
@@ -110,7 +110,7 @@ def measure_cpu_stand_in(repeat=15, number=5000) -> dict:
         xqajit.decode(q, k, v, bt, sl, out=out)
         for key, (mid, _, off) in list(gqa._CHECKED.items()):
             gqa._CHECKED[key] = (mid, 0, off)  # as if on cuda:0: the inlined launch path
-        op = torch.ops.xqajit.decode
+        op = torch.ops.xqajit.decode.default
         ways = {
             "direct": lambda: xqajit.decode(q, k, v, bt, sl, out=out),
             "custom_op": lambda: op(out, q, k, v, bt, sl, None, None, None, None, 1.0, None, 1.0, None, 0.0, 0,

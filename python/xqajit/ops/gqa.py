@@ -19,6 +19,7 @@ from ..errors import ArgumentError
 from ..workspace import _grow, default_pointer
 from ..workspace import _pointers as _DEFAULT_WS
 from ._abi import DECODE_ARGS
+from ._register import register
 
 _OP = "decode"
 _PACK = DECODE_ARGS.packer.pack_into
@@ -350,22 +351,22 @@ def validate(q, k_cache=None, v_cache=None, block_table=None, seq_lens=None, *, 
 # --- the custom op torch.compile traces (and CUDA graphs capture) -------------------
 
 
-@torch.library.custom_op("xqajit::decode", mutates_args=("out", "workspace"))
-def _decode_op(out: torch.Tensor, q: torch.Tensor, k_cache: torch.Tensor, v_cache: Optional[torch.Tensor],
-               block_table: torch.Tensor, seq_lens: torch.Tensor, workspace: Optional[torch.Tensor],
-               sinks: Optional[torch.Tensor], spec_mask: Optional[torch.Tensor],
-               q_scale_t: Optional[torch.Tensor], q_scale: float, kv_scale_t: Optional[torch.Tensor], kv_scale: float,
-               out_scale_t: Optional[torch.Tensor], out_scale: float, sliding_window: int, kv_layout: str,
-               num_splits: int, engine: int) -> None:
+def _decode_op(out, q, k_cache, v_cache, block_table, seq_lens, workspace, sinks, spec_mask, q_scale_t, q_scale,
+               kv_scale_t, kv_scale, out_scale_t, out_scale, sliding_window, kv_layout, num_splits, engine) -> None:
     _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale if q_scale_t is None else q_scale_t,
          kv_scale if kv_scale_t is None else kv_scale_t, out_scale_t if out_scale_t is not None else (out_scale or None),
          sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, engine)
 
 
-@_decode_op.register_fake
 def _decode_fake(out, q, k_cache, v_cache, block_table, seq_lens, workspace, sinks, spec_mask, q_scale_t, q_scale,
                  kv_scale_t, kv_scale, out_scale_t, out_scale, sliding_window, kv_layout, num_splits, engine) -> None:
     # Shapes, dtypes, strides and devices are checked while tracing; pointers and
     # scale tensors only exist at run time.
     decode_args(q, k_cache, v_cache, block_table, seq_lens, out, sliding_window=sliding_window,
                 kv_layout=kv_layout, num_splits=num_splits, ptr=_no_ptr)
+
+
+register("decode", "(Tensor(a!) out, Tensor q, Tensor k_cache, Tensor? v_cache, Tensor block_table, Tensor seq_lens, "
+                   "Tensor(b!)? workspace, Tensor? sinks, Tensor? spec_mask, Tensor? q_scale_t, float q_scale, "
+                   "Tensor? kv_scale_t, float kv_scale, Tensor? out_scale_t, float out_scale, int sliding_window, "
+                   "str kv_layout, int num_splits, int engine) -> ()", _decode_op, _decode_fake)
