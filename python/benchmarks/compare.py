@@ -101,7 +101,6 @@ def main() -> None:
         cell = lambda k: f"{r[k]:9.1f}" if k in r else f"{'-':>9}"  # noqa: E731
         print(f"{B:>4} {L:>6} {cell('xqajit_us')} {cell('sdpa_cudnn_us')} {cell('sdpa_flash_us')} "
               f"{cell('flashinfer_us'):>10}  {r['xqajit_max_abs_diff_vs_sdpa']:.3g}")
-        del r
         torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:

@@ -13,7 +13,7 @@ from typing import Optional
 import torch
 
 from .. import _library
-from .._tensors import (BF16, DTYPE_CODE, DTYPE_NAME, ELEM_BYTES, FP8, FP16, current_stream, dtype_code, fail, optional_ptr,
+from .._tensors import (BF16, DTYPE_CODE, DTYPE_NAME, FP8, FP16, current_stream, dtype_code, fail, optional_ptr,
                         require_cuda, require_tensor, same_device, scale_arg, strides_for)
 from ..errors import ArgumentError
 from ..workspace import _grow, default_pointer
