@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds (Release, build-gpu/) and collects what scripts/gpu_suite.sh runs into
+# Builds (Release, build-gpu/) and collects what scripts/gpu_suite.sh and
+# scripts/gpu_python.sh run into
 # one folder (default .gpu/, git-ignored), with the fmt/spdlog libraries the GPU
 # machine lacks. Binaries are stripped to keep the carried tree small.
 set -euo pipefail
@@ -15,5 +16,11 @@ cp -P build-gpu/libxqajit.so* "$dest"/
 for lib in libfmt.so libspdlog.so; do
   cp -P "$(dirname "$(readlink -f "$(ldconfig -p | grep -m1 "$lib" | awk '{print $NF}')")")"/"$lib"* "$dest"/ 2>/dev/null || true
 done
-find "$dest" -type f -exec strip --strip-unneeded {} + 2>/dev/null || true
+# The Python package (pure Python over the C ABI) and, for a GPU machine without
+# it, pytest (pure Python too, so one copy serves its python3): scripts/gpu_python.sh.
+mkdir -p "$dest/python"
+cp -r python/xqajit "$dest/python/"
+find "$dest/python" -name __pycache__ -prune -exec rm -rf {} +
+python3 -m pip install --quiet --disable-pip-version-check --target "$dest/pylib" pytest >/dev/null
+find "$dest" -maxdepth 1 -type f -exec strip --strip-unneeded {} + 2>/dev/null || true
 du -sh "$dest"

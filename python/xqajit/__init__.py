@@ -1,0 +1,40 @@
+"""xqajit for PyTorch: JIT-compiled, cached decode-attention kernels on torch tensors.
+
+    import xqajit
+    out = xqajit.decode(q, k_cache, v_cache, block_table, seq_lens)
+
+Importing needs no GPU, no CUDA toolkit and not even libxqajit (loaded on first
+use; see xqajit._library for where it is looked for). The ops need torch; spec(),
+prewarm() and Engine work without it.
+"""
+
+from ._version import __version__
+from .engine import Engine, default_engine
+from .errors import (ArgumentError, BundleError, CacheError, CompileError, CudaError, LibraryError, NotAvailableError,
+                     SpecError, XqajitError)
+from .spec import PrewarmResult, Spec, device_arch, prewarm, spec
+
+__all__ = [
+    "__version__", "Engine", "default_engine", "Spec", "PrewarmResult", "spec", "prewarm", "device_arch",
+    "XqajitError", "SpecError", "ArgumentError", "CompileError", "CudaError", "LibraryError", "CacheError",
+    "BundleError", "NotAvailableError", "library_version",
+]
+
+
+def library_version() -> str:
+    """The version of the libxqajit this package loaded (equal to __version__ when installed together)."""
+    from ._library import library_version as _v
+
+    return _v()
+
+
+try:
+    import torch as _torch  # noqa: F401
+except ImportError:  # a prewarm host without torch: specs and the CLI still work
+    pass
+else:
+    from .ops import decode, validate_decode
+    from .ops.gqa import decode_spec
+    from .workspace import workspace
+
+    __all__ += ["decode", "validate_decode", "decode_spec", "workspace"]

@@ -1,0 +1,97 @@
+"""Turning torch tensors into what the C ABI takes: dtype codes, device pointers,
+strides, scales and the current stream. Every refusal names the argument.
+
+Hot path: each helper reads a tensor's metadata once (a torch attribute read
+costs ~0.1 us), so these are written for speed more than for elegance.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+from .errors import ArgumentError
+
+FP16, BF16, FP8 = 0, 1, 2  # XqajitDType
+# An fp8 (e4m3) cache may come as float8_e4m3fn or as its raw bytes (uint8, as vLLM stores it).
+DTYPE_CODE = {torch.float16: FP16, torch.bfloat16: BF16, torch.float8_e4m3fn: FP8, torch.uint8: FP8}
+DTYPE_NAME = {FP16: "fp16", BF16: "bf16", FP8: "fp8"}
+ELEM_BYTES = {FP16: 2, BF16: 2, FP8: 1}
+
+
+def fail(op: str, arg: str, why: str):
+    raise ArgumentError(f"xqajit.{op}: {arg} {why}")
+
+
+def require_tensor(op: str, name: str, t) -> None:
+    if not isinstance(t, torch.Tensor):
+        fail(op, name, f"must be a torch.Tensor, got {type(t).__name__}")
+
+
+def dtype_code(op: str, name: str, t: torch.Tensor, allowed: tuple) -> int:
+    code = DTYPE_CODE.get(t.dtype)
+    if code not in allowed:
+        names = ", ".join(sorted({str(d) for d, c in DTYPE_CODE.items() if c in allowed}))
+        fail(op, name, f"has dtype {t.dtype}: allowed {names}")
+    return code
+
+
+def same_device(op: str, name: str, t: torch.Tensor, device: int) -> None:
+    if t.get_device() != device:
+        fail(op, name, f"is on {t.device} but q is on {_device_name(device)}: every tensor must be on q's device")
+
+
+def require_cuda(op: str, device: int) -> None:
+    if device < 0:
+        fail(op, "q", "is a CPU tensor: xqajit runs on CUDA tensors (move every input with .cuda())")
+
+
+def _device_name(device: int) -> str:
+    return "cpu" if device < 0 else f"cuda:{device}"
+
+
+def strides_for(op: str, name: str, shape, stride, dims: tuple) -> list:
+    """The strides of `dims` (indices into shape) with the last dim required
+    contiguous. A dim of extent 1 has no meaningful stride (torch may report
+    anything): it gets one past the tensor's span, so it never looks like overlap."""
+    if shape[-1] > 1 and stride[-1] != 1:
+        fail(op, name, f"has stride {stride[-1]} in its last (head_dim) dimension: it must be contiguous "
+                       "(stride 1); call .contiguous() or pass a view whose rows are contiguous")
+    span = 1
+    for n, s in zip(shape, stride):
+        if n > 1:
+            span = max(span, n * s)
+    return [stride[d] if shape[d] != 1 else span for d in dims]
+
+
+def scale_arg(op: str, name: str, value, device: int):
+    """(host value, device pointer) of a scale: a Python number, or a 1-element
+    float32 CUDA tensor (read by the kernel at launch, so graph replays see updates)."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype != torch.float32 or value.numel() != 1:
+            fail(op, name, f"as a tensor must be float32 with one element, got {value.dtype} {tuple(value.shape)}")
+        same_device(op, name, value, device)
+        return 1.0, value.data_ptr()
+    if isinstance(value, numbers.Real):
+        return float(value), 0
+    fail(op, name, f"must be a float or a 1-element float32 CUDA tensor, got {type(value).__name__}")
+
+
+def optional_ptr(op: str, name: str, t, device: int, dtypes: tuple, numel: int) -> int:
+    """Device pointer of an optional contiguous tensor of `numel` elements (0 for None)."""
+    if t is None:
+        return 0
+    require_tensor(op, name, t)
+    if t.dtype not in dtypes:
+        fail(op, name, f"has dtype {t.dtype}: allowed {', '.join(str(d) for d in dtypes)}")
+    if t.numel() != numel or not t.is_contiguous():
+        fail(op, name, f"must be contiguous with {numel} elements, got shape {tuple(t.shape)}"
+                       f"{'' if t.is_contiguous() else ' (not contiguous)'}")
+    same_device(op, name, t, device)
+    return t.data_ptr()
+
+
+def current_stream(device: int) -> int:
+    """The current torch stream of `device` as a raw cudaStream_t (0: the legacy default stream)."""
+    return torch._C._cuda_getCurrentRawStream(device)

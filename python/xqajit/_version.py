@@ -1,0 +1,1 @@
+__version__ = "0.1.0"  # the library's version: CMakeLists.txt project(xqajit VERSION ...)

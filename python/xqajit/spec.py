@@ -1,0 +1,83 @@
+"""xqajit.spec() and xqajit.prewarm(): kernel specs by fields or canonical name.
+
+Needs libxqajit but no GPU and no torch; where no GPU is visible, `arch` must be
+given (e.g. arch="sm_90a").
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Optional, Union
+
+from . import _library
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated kernel spec: its canonical name, compiler flags and fields."""
+
+    name: str
+    flags: tuple = ()
+    fields: Mapping[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class PrewarmResult:
+    name: str
+    ok: bool
+    source: str  # memory | bundle | disk | compiled
+    seconds: float
+    error: str  # the message (a compile error's includes the NVRTC log) when not ok
+
+
+SpecLike = Union[Spec, str, Mapping[str, object]]
+
+
+def _as_json(spec: SpecLike) -> object:
+    if isinstance(spec, Spec):
+        return {"name": spec.name}
+    if isinstance(spec, str):
+        if "=" in spec:  # "input=bf16 kv=fp8 ..." as on the command line
+            return dict(part.split("=", 1) for part in spec.split())
+        return {"name": spec}
+    return {k: v for k, v in spec.items() if v is not None}
+
+
+def spec(name: Optional[str] = None, **fields) -> Spec:
+    """Validates a spec given by canonical name or fields and returns it.
+
+    xqajit.spec(input="bf16", kv="fp8", head_dim=128, page_size=64, group=8, arch="sm_90a")
+    xqajit.spec("gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t128_sm90a")
+    Raises SpecError naming the field, the value and what is allowed.
+    """
+    request = _as_json(name) if name is not None else _as_json(fields)
+    result = _library.call_json("xqajit_spec", json.dumps(request).encode())
+    return Spec(result["name"], tuple(result["flags"]), result["fields"])
+
+
+def prewarm(specs: Union[SpecLike, Iterable[SpecLike]], *, jobs: int = 0, engine=None) -> list:
+    """Gets every spec's kernel into the caches (compiling what is missing) so
+    that no decode call ever waits for NVRTC; `jobs` worker threads (0 = cores).
+    Never raises for one bad spec: check each result's `ok` and `error`."""
+    if isinstance(specs, (Spec, str, Mapping)):
+        specs = [specs]
+    from .engine import default_engine
+
+    eng = engine or default_engine()
+    payload = json.dumps([_as_json(s) for s in specs]).encode()
+    results = _library.call_json("xqajit_prewarm", ctypes.c_void_p(eng.handle), payload, int(jobs))
+    return [PrewarmResult(**r) for r in results]
+
+
+def device_arch(device: int = 0) -> str:
+    """The best arch to compile for on GPU `device` ("sm_90a" on an H100)."""
+    out = ctypes.c_char_p()
+    status = _library.library().xqajit_device_arch(int(device), ctypes.byref(out))
+    if status:
+        _library.raise_last_error(status)
+    return out.value.decode()

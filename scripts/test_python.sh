@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The Python package's tests (CPU; the GPU ones skip loudly without a GPU):
+# a virtual environment under build/pyenv with torch from PyPI, `pip install
+# ./python` packaging the library already built in build/ (no second compile),
+# then pytest on the installed package.
+#
+#   scripts/test_python.sh [BUILD_DIR=build]      (scripts/test.sh calls it after ctest)
+#
+# First run on a fresh machine: ~1.5 min of downloads (torch 2.11 + its CUDA
+# wheels, ~3 GB, which `import torch` needs even without a GPU); later runs reuse
+# the environment.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+venv=$build/pyenv
+torch_version=${XQAJIT_TEST_TORCH:-2.11.0}  # the GPU machine's torch
+
+if [[ ! -x $venv/bin/python ]]; then
+  if ! python3 -m venv "$venv" 2>/dev/null; then
+    echo "test_python: installing python3-venv"
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-venv
+    rm -rf "$venv" && python3 -m venv "$venv"
+  fi
+fi
+py=$venv/bin/python
+if ! "$py" -c "import torch, pytest, numpy; assert torch.__version__.startswith('$torch_version')" 2>/dev/null; then
+  echo "test_python: installing torch==$torch_version, numpy, pytest into $venv"
+  "$py" -m pip install -q --upgrade pip
+  "$py" -m pip install -q "torch==$torch_version" numpy pytest
+fi
+
+echo "test_python: pip install ./python (packaging $build/libxqajit.so.0 and $build/tools/xqajit)"
+"$py" -m pip install -q --force-reinstall --no-deps ./python \
+  --config-settings=cmake.define.XQAJIT_PREBUILT_DIR="$PWD/$build" \
+  --config-settings=build-dir="$PWD/$build/python-wheel"
+# The installed package must use its own copy of the library, and find its CLI.
+env -u XQAJIT_LIBRARY "$py" - <<'PY'
+import xqajit, xqajit._library as L
+from xqajit.__main__ import find_cli
+L.library()
+assert "site-packages/xqajit/lib/" in L._lib._name, L._lib._name
+assert xqajit.library_version() == xqajit.__version__
+print(f"test_python: xqajit {xqajit.__version__} loads {L._lib._name}; CLI {find_cli()}")
+PY
+
+# From build/ so that the checkout's python/ folder is not on sys.path: the
+# installed package is what runs.
+cd "$build"
+env -u XQAJIT_LIBRARY PYTHONPATH="$OLDPWD/python/tests" "$OLDPWD/$venv/bin/pytest" -rs -p no:cacheprovider \
+  "$OLDPWD/python/tests"
