@@ -4,29 +4,14 @@
 
 #include "common/types.cuh"
 #include "mla/hopper_geometry.h"
+#include "mla/shared_flags.cuh"
 #include "xqajit/mla_args.h"
 
-#if !defined(HEAD_GRP_SIZE) || !defined(TOKENS_PER_PAGE) || !defined(CACHE_ELEM_ENUM) || !defined(KV_TILE_TOKENS)
-#error "mla_decode_hopper.cu needs the spec flags (HEAD_GRP_SIZE, TOKENS_PER_PAGE, CACHE_ELEM_ENUM, ...)"
-#endif
-#ifndef SPEC_Q_SEQ_LEN
-#define SPEC_Q_SEQ_LEN 1
-#endif
-#ifndef INPUT_FP8
-#define INPUT_FP8 0
-#endif
 
 namespace xqajit {
 namespace mla_hopper {
 
-constexpr int kHeads = HEAD_GRP_SIZE;
-constexpr int kQLen = SPEC_Q_SEQ_LEN;
-constexpr int kPageSize = TOKENS_PER_PAGE;
-constexpr int kTile = KV_TILE_TOKENS;
-constexpr bool kFp8Cache = CACHE_ELEM_ENUM == 2;
-constexpr bool kFp8Q = INPUT_FP8 != 0;
-constexpr int kCacheBytes = kFp8Cache ? 1 : 2;
-constexpr int kQk = XQAJIT_MLA_QK_DIM, kV = XQAJIT_MLA_V_DIM;
+using namespace ::xqajit::mla;  // the spec flags (kHeads, kTile, kFp8Cache, ...)
 
 constexpr XqajitMlaGeometry kGeo = xqajit_mla_hopper_geometry(kHeads, kQLen, kTile, kCacheBytes, kFp8Q ? 1 : 2, 90);
 constexpr int kRows = kGeo.rows;
@@ -40,8 +25,6 @@ constexpr int kColBlock = 64;                    // bf16 elements of one 128-byt
 constexpr int kColBlocks = kQk / kColBlock;      // 9
 constexpr int kQBytes = kR * kQk * 2;
 constexpr int kTile16Bytes = kTile * kQk * 2;
-constexpr int kRawRowBytes = kQk * kCacheBytes;
-constexpr int kStageBytes = kTile * kRawRowBytes;
 
 // Shared-memory map (bytes from the 1024-aligned base).
 constexpr int kQOff = 0;

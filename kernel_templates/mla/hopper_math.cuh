@@ -12,6 +12,7 @@
 #include "common/online_softmax.cuh"
 #include "common/wgmma.cuh"
 #include "mla/hopper_config.cuh"
+#include "mla/shared_epilogue.cuh"
 #include "mla/shared_rows.cuh"
 
 namespace xqajit {
@@ -20,11 +21,7 @@ namespace mla_hopper {
 constexpr int kAccTiles = kWgDims / 8;  // n8 column tiles of one warpgroup's O (32)
 
 // Per-thread state: rows quad_row and quad_row + 8 of this warp's 16 rows.
-struct RowState {
-  float row_max[2], row_sum[2];
-  unsigned bits[2];  // visible draft keys of each row
-  float acc[kAccTiles][4];
-};
+using RowState = mla::RowStateOf<kAccTiles>;
 
 // S(64 x 64 keys) = Q K^T over the 576 dims.
 __device__ __forceinline__ void qk_wgmma(float (&s)[kTile / 8][4], u32 q_addr, u32 k_addr) {

@@ -5,29 +5,14 @@
 
 #include "common/types.cuh"
 #include "mla/portable_geometry.h"
+#include "mla/shared_flags.cuh"
 #include "xqajit/mla_args.h"
 
-#if !defined(HEAD_GRP_SIZE) || !defined(TOKENS_PER_PAGE) || !defined(CACHE_ELEM_ENUM) || !defined(KV_TILE_TOKENS)
-#error "mla_decode_portable.cu needs the spec flags (HEAD_GRP_SIZE, TOKENS_PER_PAGE, CACHE_ELEM_ENUM, ...)"
-#endif
-#ifndef SPEC_Q_SEQ_LEN
-#define SPEC_Q_SEQ_LEN 1
-#endif
-#ifndef INPUT_FP8
-#define INPUT_FP8 0
-#endif
 
 namespace xqajit {
 namespace mla_portable {
 
-constexpr int kHeads = HEAD_GRP_SIZE;
-constexpr int kQLen = SPEC_Q_SEQ_LEN;
-constexpr int kPageSize = TOKENS_PER_PAGE;
-constexpr int kTile = KV_TILE_TOKENS;
-constexpr bool kFp8Cache = CACHE_ELEM_ENUM == 2;
-constexpr bool kFp8Q = INPUT_FP8 != 0;
-constexpr int kCacheBytes = kFp8Cache ? 1 : 2;
-constexpr int kQk = XQAJIT_MLA_QK_DIM, kV = XQAJIT_MLA_V_DIM;
+using namespace ::xqajit::mla;  // the spec flags (kHeads, kTile, kFp8Cache, ...)
 #ifdef __CUDA_ARCH__
 constexpr int kArch = __CUDA_ARCH__ / 10;
 #else
@@ -57,8 +42,6 @@ constexpr int kSliceDims = kV / kSlices;
 constexpr int kDimTiles = kSliceDims / 8;
 
 constexpr int kRowBytes = kQk * 2;               // a bf16 latent or Q row in shared memory
-constexpr int kRawRowBytes = kQk * kCacheBytes;  // a cached row as it lands
-constexpr int kStageBytes = kTile * kRawRowBytes;
 constexpr int kTile16Bytes = kTile * kRowBytes;
 constexpr int kSStride = kTile + 8;              // floats per S row (+8: 2-way, not 8-way, bank conflicts)
 constexpr int kSPlane = kR * kSStride;           // floats of one k-part's S

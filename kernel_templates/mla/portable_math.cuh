@@ -12,6 +12,7 @@
 #include "common/mma.cuh"
 #include "common/online_softmax.cuh"
 #include "mla/portable_config.cuh"
+#include "mla/shared_epilogue.cuh"
 #include "mla/shared_rows.cuh"
 
 namespace xqajit {
@@ -46,11 +47,7 @@ __device__ __forceinline__ void qk_phase(u32 q_addr, u32 k_addr, float* s_buf, i
 }
 
 // Per-thread state of phase B: rows quad_row and quad_row + 8 of row tile rt.
-struct RowState {
-  float row_max[2], row_sum[2];
-  unsigned bits[2];  // visible draft keys of each row
-  float acc[kDimTiles][4];
-};
+using RowState = mla::RowStateOf<kDimTiles>;
 
 __device__ __forceinline__ void pv_phase(RowState& st, const float* s_buf, u32 v_addr, int rt, int dim0,
                                          int tile_start, int split_end, int draft_begin, float logit_scale_log2,

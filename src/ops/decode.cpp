@@ -173,8 +173,7 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
   request.kv_tile = tile;
   request.threads = geo.threads;
   request.smem_bytes = geo.smem_bytes;
-  // The merging CTA stages (max, sum) of every split and row in its shared memory.
-  request.merge_cap = std::min<int>(kMaxSplits, (geo.union_bytes / 4 - 2 * geo.rows_per_cta) / (2 * geo.rows_per_cta));
+  request.merge_cap = merge_split_cap(geo.union_bytes, geo.rows_per_cta);
   request.requested = p.num_splits;
   const SplitPlan split = plan_splits(kOp, request, device);
   plan.num_splits = split.num_splits;

@@ -163,8 +163,7 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   request.kv_tile = plan.spec.kv_tile;
   request.threads = geo.threads;
   request.smem_bytes = geo.smem_bytes;
-  // The merging CTA stages (max, sum) of every split and row in `merge_bytes`.
-  request.merge_cap = std::clamp((geo.merge_bytes / 4 - 2 * geo.rows_per_cta) / (2 * geo.rows_per_cta), 1, kMaxSplits);
+  request.merge_cap = merge_split_cap(geo.merge_bytes, geo.rows_per_cta);
   request.requested = p.num_splits;
   const SplitPlan split = plan_splits(kOp, request, device);
   plan.num_splits = split.num_splits;

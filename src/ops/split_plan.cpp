@@ -47,6 +47,10 @@ SplitPlan plan_splits(const char* op, const SplitRequest& r, const DeviceInfo& d
   return plan;
 }
 
+int merge_split_cap(int merge_bytes, int rows_per_cta) {
+  return std::clamp((merge_bytes / 4 - 2 * rows_per_cta) / (2 * rows_per_cta), 1, kMaxSplits);
+}
+
 std::size_t split_counter_bytes(std::int64_t merge_groups) {
   return (static_cast<std::size_t>(merge_groups) * sizeof(unsigned) + 255) / 256 * 256;
 }

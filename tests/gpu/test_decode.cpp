@@ -13,6 +13,7 @@
 
 #include "gpu/decode_problem.hpp"
 #include "xqajit/ops/decode.hpp"
+#include "gpu/gpu_session.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/error.hpp"
 
@@ -20,25 +21,6 @@ using namespace xqajit;
 using namespace xqajit::testing;
 
 namespace {
-
-Engine& engine() {
-  static Engine e;
-  return e;
-}
-
-std::mt19937& rng() {
-  static std::mt19937 r = [] {
-    const unsigned seed = std::random_device{}();
-    std::fprintf(stderr, "test_decode: seed %u\n", seed);
-    return std::mt19937(seed);
-  }();
-  return r;
-}
-
-const DeviceInfo& device() {
-  static DeviceInfo info = Driver::instance().device(0);
-  return info;
-}
 
 double tolerance(const DecodeCase& c) {
   if (c.output == DType::fp8) return 0.08;

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "gpu/mla_problem.hpp"
+#include "gpu/gpu_session.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/error.hpp"
 #include "xqajit/ops/mla_decode.hpp"
@@ -22,26 +23,6 @@ using namespace xqajit;
 using namespace xqajit::testing;
 
 namespace {
-
-Engine& engine() {
-  static Engine e;
-  return e;
-}
-
-std::mt19937& rng() {
-  static std::mt19937 r = [] {
-    const char* fixed = std::getenv("XQAJIT_TEST_SEED");
-    const unsigned seed = fixed ? static_cast<unsigned>(std::stoul(fixed)) : std::random_device{}();
-    std::fprintf(stderr, "test_mla_decode: seed %u\n", seed);
-    return std::mt19937(seed);
-  }();
-  return r;
-}
-
-const DeviceInfo& device() {
-  static DeviceInfo info = Driver::instance().device(0);
-  return info;
-}
 
 std::vector<Backend> backends() {
   auto v = backends_for(Kind::mla, device().best_arch());

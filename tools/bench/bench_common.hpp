@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "support/gpu_buffers.hpp"
@@ -60,6 +61,28 @@ inline void fill_random(DeviceBuffer& buf, DType dt, std::mt19937& rng) {
     XQAJIT_CUDART_CHECK(cudaMemcpy(buf.get<char>() + off, host.data(), n, cudaMemcpyHostToDevice));
   }
 }
+
+/// `--only "A|B"` on the command line: keep the shapes whose key contains A or B
+/// (every shape without the flag).
+class ShapeFilter {
+ public:
+  ShapeFilter(int argc, char** argv) {
+    if (argc <= 2 || std::string(argv[1]) != "--only") return;
+    const std::string list = argv[2];
+    for (std::size_t pos = 0, bar; pos <= list.size(); pos = bar + 1) {
+      bar = list.find('|', pos);
+      if (bar == std::string::npos) bar = list.size();
+      parts_.push_back(list.substr(pos, bar - pos));
+    }
+  }
+  bool keeps(const std::string& key) const {
+    return parts_.empty() || std::any_of(parts_.begin(), parts_.end(),
+                                         [&](const std::string& p) { return key.find(p) != std::string::npos; });
+  }
+
+ private:
+  std::vector<std::string> parts_;
+};
 
 /// Median microseconds per launch of a graph holding `launches` back-to-back
 /// calls of `launch(i)` (10 timed replays after 3 warm-ups).

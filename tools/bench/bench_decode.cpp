@@ -40,15 +40,7 @@ struct Shape {
 int main(int argc, char** argv) {
   // --quick: the first 4 shapes; --only A|B: shapes whose "B L Hq Hk D in kv page" contains A or B.
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
-  std::vector<std::string> only;
-  if (argc > 2 && std::string(argv[1]) == "--only") {
-    const std::string list = argv[2];
-    for (std::size_t pos = 0, bar; pos <= list.size(); pos = bar + 1) {
-      bar = list.find('|', pos);
-      if (bar == std::string::npos) bar = list.size();
-      only.push_back(list.substr(pos, bar - pos));
-    }
-  }
+  const ShapeFilter only(argc, argv);
   try {
     const DeviceInfo info = Driver::instance().device(0);
     const double copy_bw = copy_bandwidth();
@@ -105,9 +97,7 @@ int main(int argc, char** argv) {
     for (const Shape& s : shapes) {
       const std::string key = fmt::format("{} {} {} {} {} {} {} {}", s.B, s.L, s.Hq, s.Hk, s.D, to_string(s.input),
                                           to_string(s.kv), s.page);
-      if (!only.empty() && std::none_of(only.begin(), only.end(),
-                                        [&](const std::string& o) { return key.find(o) != std::string::npos; }))
-        continue;
+      if (!only.keeps(key)) continue;
       const std::size_t pages_per_seq = (s.L + s.page - 1) / s.page;
       const std::size_t num_pages = pages_per_seq * s.B;
       const std::size_t kv_bytes = num_pages * s.page * s.Hk * s.D * dtype_bytes(s.kv);

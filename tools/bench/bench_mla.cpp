@@ -31,15 +31,7 @@ struct Shape {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> only;
-  if (argc > 2 && std::string(argv[1]) == "--only") {
-    const std::string list = argv[2];
-    for (std::size_t pos = 0, bar; pos <= list.size(); pos = bar + 1) {
-      bar = list.find('|', pos);
-      if (bar == std::string::npos) bar = list.size();
-      only.push_back(list.substr(pos, bar - pos));
-    }
-  }
+  const ShapeFilter only(argc, argv);
   try {
     const DeviceInfo info = Driver::instance().device(0);
     const double copy_bw = copy_bandwidth();
@@ -74,9 +66,7 @@ int main(int argc, char** argv) {
       for (Backend backend : backends) {
         const std::string key = fmt::format("{} {} {} {} {}/{}", s.H, s.B, s.L, s.q_len, to_string(s.input),
                                             to_string(s.kv));
-        if (!only.empty() && std::none_of(only.begin(), only.end(),
-                                          [&](const std::string& o) { return key.find(o) != std::string::npos; }))
-          continue;
+        if (!only.keeps(key)) continue;
         constexpr int kPage = 64;
         const std::size_t pages_per_seq = (s.L + kPage - 1) / kPage, num_pages = pages_per_seq * s.B;
         const std::size_t kv_bytes = num_pages * kPage * 576 * dtype_bytes(s.kv);

@@ -27,7 +27,7 @@ struct SplitRequest {
   int kv_tile = 64;               ///< keys per pipeline step; splits are whole tiles
   int threads = 128;              ///< per CTA
   int smem_bytes = 0;             ///< per CTA
-  int merge_cap = kMaxSplits;     ///< most splits the kernel's merge can stage
+  int merge_cap = kMaxSplits;     ///< most splits the kernel's merge can stage (merge_split_cap)
   int requested = 0;              ///< the caller's num_splits (0 = automatic)
 };
 
@@ -35,6 +35,10 @@ struct SplitPlan {
   int num_splits = 1;
   int split_tokens = 0;  ///< keys per split, a multiple of kv_tile
 };
+
+/// Most splits a merging CTA can stage: split_merge keeps (max, sum) of every
+/// split and row, plus the row totals, in `merge_bytes` of shared memory.
+int merge_split_cap(int merge_bytes, int rows_per_cta);
 
 /// Throws ArgumentError (field num_splits, prefixed with `op`) when the caller
 /// asks for more splits than the kernel can merge.

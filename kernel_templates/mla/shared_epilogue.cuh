@@ -1,0 +1,62 @@
+#pragma once
+// The MLA epilogue both backends share: final bf16 rows (one split), or this
+// split's partial rows, then the last CTA of the (request, row block) merges
+// (common/split_merge.cuh, the same contract as GQA).
+
+#include "common/online_softmax.cuh"
+#include "common/split_merge.cuh"
+#include "mla/shared_flags.cuh"
+#include "mla/shared_rows.cuh"
+
+namespace xqajit {
+namespace mla {
+
+// Per-thread state of a warp's 16 rows: rows quad_row and quad_row + 8, and
+// kAccTiles n8 column tiles of the output.
+template <int kAccTiles>
+struct RowStateOf {
+  float row_max[2], row_sum[2];
+  unsigned bits[2];  // visible draft keys of each row
+  float acc[kAccTiles][4];
+};
+
+// Warp row tile `rt` holds rows 16 rt.. and output dims dim0..; `stats_owner`:
+// this warp writes the rows' (max, sum) partials (one warp per row tile).
+template <int kR, int kRows, int kThreads, int kAccTiles>
+__device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateOf<kAccTiles>& st, unsigned char* smem,
+                                            int merge_bytes, int* s_is_last, int split, int rb, int b, int rt, int dim0,
+                                            bool stats_owner, float kv_scale, int lane) {
+  const int quad_row = lane >> 2, quad_col = lane & 3;
+  st.row_sum[0] = quad_sum(st.row_sum[0]);
+  st.row_sum[1] = quad_sum(st.row_sum[1]);
+  const bool multi = args.num_splits > 1;
+  const long long cta_id = (long long)b * gridDim.y + rb;
+  const SplitPartials<kR, kV> partials(args.partial, (long long)args.batch * gridDim.y, args.num_splits, cta_id);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = rt * 16 + quad_row + half * 8, row = rb * kR + r;
+    if (row >= kRows) continue;  // padding rows are neither stored nor merged
+    const float scale = row_out_scale(st.row_max[half], st.row_sum[half], kv_scale);
+#pragma unroll
+    for (int i = 0; i < kAccTiles; ++i) {
+      const int d = dim0 + i * 8 + 2 * quad_col;
+      if (multi) partials.store_pair(split, r, d, st.acc[i][2 * half], st.acc[i][2 * half + 1]);
+      else store_out_pair<kHeads>(args, b, row, d, st.acc[i][2 * half], st.acc[i][2 * half + 1], scale);
+    }
+    if (multi && stats_owner && quad_col == 0) partials.store_stats(split, r, st.row_max[half], st.row_sum[half]);
+  }
+  if (!multi) return;
+
+  if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, s_is_last)) return;
+  __syncthreads();  // the pipeline region becomes the merge buffer
+  const int valid_rows = kRows - rb * kR < kR ? kRows - rb * kR : kR;
+  split_merge<kR, kV, kThreads>(smem, merge_bytes, partials, valid_rows,
+                                [&](int r, int d, const float(&o)[4], float m, float sum) {
+                                  const float scale = row_out_scale(m, sum, kv_scale);
+                                  store_out_pair<kHeads>(args, b, rb * kR + r, d, o[0], o[1], scale);
+                                  store_out_pair<kHeads>(args, b, rb * kR + r, d + 2, o[2], o[3], scale);
+                                });
+}
+
+}  // namespace mla
+}  // namespace xqajit

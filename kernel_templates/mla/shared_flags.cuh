@@ -1,0 +1,32 @@
+#pragma once
+// The spec flags every MLA kernel reads, as constants of namespace xqajit::mla;
+// each backend's config brings them into its own namespace.
+
+#include "xqajit/mla_args.h"
+
+#if !defined(HEAD_GRP_SIZE) || !defined(TOKENS_PER_PAGE) || !defined(CACHE_ELEM_ENUM) || !defined(KV_TILE_TOKENS)
+#error "the MLA kernels need the spec flags (HEAD_GRP_SIZE, TOKENS_PER_PAGE, CACHE_ELEM_ENUM, KV_TILE_TOKENS, ...)"
+#endif
+#ifndef SPEC_Q_SEQ_LEN
+#define SPEC_Q_SEQ_LEN 1
+#endif
+#ifndef INPUT_FP8
+#define INPUT_FP8 0
+#endif
+
+namespace xqajit {
+namespace mla {
+
+constexpr int kHeads = HEAD_GRP_SIZE;
+constexpr int kQLen = SPEC_Q_SEQ_LEN;
+constexpr int kPageSize = TOKENS_PER_PAGE;
+constexpr int kTile = KV_TILE_TOKENS;
+constexpr bool kFp8Cache = CACHE_ELEM_ENUM == 2;
+constexpr bool kFp8Q = INPUT_FP8 != 0;
+constexpr int kCacheBytes = kFp8Cache ? 1 : 2;
+constexpr int kQk = XQAJIT_MLA_QK_DIM, kV = XQAJIT_MLA_V_DIM;
+constexpr int kRawRowBytes = kQk * kCacheBytes;  // a cached latent row as it lands
+constexpr int kStageBytes = kTile * kRawRowBytes;
+
+}  // namespace mla
+}  // namespace xqajit

@@ -1,0 +1,36 @@
+#pragma once
+// What every GPU test binary shares: one engine, one random generator (the
+// seed is printed, and XQAJIT_TEST_SEED fixes it to replay a failure), and
+// device 0's properties.
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "xqajit/driver.hpp"
+#include "xqajit/engine.hpp"
+
+namespace xqajit::testing {
+
+inline Engine& engine() {
+  static Engine e;
+  return e;
+}
+
+inline std::mt19937& rng() {
+  static std::mt19937 r = [] {
+    const char* fixed = std::getenv("XQAJIT_TEST_SEED");
+    const unsigned seed = fixed ? static_cast<unsigned>(std::stoul(fixed)) : std::random_device{}();
+    std::fprintf(stderr, "seed %u (XQAJIT_TEST_SEED=%u replays it)\n", seed, seed);
+    return std::mt19937(seed);
+  }();
+  return r;
+}
+
+inline const DeviceInfo& device() {
+  static DeviceInfo info = Driver::instance().device(0);
+  return info;
+}
+
+}  // namespace xqajit::testing
