@@ -12,11 +12,7 @@
 #include "xqajit/ops/split_plan.hpp"
 #include "xqajit/tuning.hpp"
 #include "mla/portable_geometry.h"
-// TRANSITIONAL (until the hopper backend lands): its geometry header comes with its kernel.
-#if __has_include("mla/hopper_geometry.h")
 #include "mla/hopper_geometry.h"
-#define XQAJIT_HAVE_MLA_HOPPER 1
-#endif
 
 namespace xqajit {
 namespace {
@@ -52,12 +48,8 @@ Strides resolved_strides(const MlaDecodeParams& p) {
 XqajitMlaGeometry geometry(const KernelSpec& spec) {
   const int cache_bytes = dtype_bytes(spec.kv), q_bytes = dtype_bytes(spec.input);
   if (spec.backend == Backend::hopper) {
-#ifdef XQAJIT_HAVE_MLA_HOPPER
     return xqajit_mla_hopper_geometry(spec.group, spec.q_len, spec.kv_tile, cache_bytes, q_bytes,
                                       spec.arch.number());
-#else
-    throw NotAvailableError("mla_decode: this build has no hopper MLA kernel");
-#endif
   }
   return xqajit_mla_portable_geometry(spec.group, spec.q_len, spec.kv_tile, cache_bytes, q_bytes,
                                       spec.arch.number());
