@@ -159,55 +159,27 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   const float out_scale = kv_scale * rcp_out;
 
   // ---- K/V tile loads: one 16-byte cp.async per chunk, zero-filled past the end
-  const unsigned char* const k_base = static_cast<const unsigned char*>(args.k_cache);
-  const unsigned char* const v_base = static_cast<const unsigned char*>(args.v_cache);
-  const int* const table_row = args.block_table + (long long)b * args.block_table_stride;
-  const long long k_head = (long long)h * args.k_stride_head, v_head = (long long)h * args.v_stride_head;
-  const long long k_tok_bytes = args.k_stride_token * kCacheBytes, v_tok_bytes = args.v_stride_token * kCacheBytes;
+  const PagedKvRows kv_rows{static_cast<const unsigned char*>(args.k_cache),
+                            static_cast<const unsigned char*>(args.v_cache),
+                            args.block_table + (long long)b * args.block_table_stride,
+                            max_len,
+                            args.k_stride_page, args.k_stride_token, (long long)h * args.k_stride_head,
+                            args.v_stride_page, args.v_stride_token, (long long)h * args.v_stride_head};
   auto load_tile = [&](int tile, int stage) {
-    constexpr int kChunks = kCacheRowBytes / 16;
-    const int tile_start = split_begin + tile * kTile;
     const u32 k_dst = smem_addr(kv_region + stage * kGeo.stage_bytes);
     const u32 v_dst = k_dst + kTile * kCacheRowBytes;
-    auto issue = [&](int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src, bool valid) {
-      if (!valid) k_src = k_base, v_src = v_base;  // zero-fill, read nothing
-      if constexpr (kFp8Cache) {
-        cp_async_16(k_dst + (u32)(tok * kCacheRowBytes + ((chunk ^ fp8_k_swizzle(tok)) << 4)), k_src, valid);
-        cp_async_16(v_dst + (u32)(tok * kCacheRowBytes + ((chunk ^ fp8_v_swizzle(tok)) << 4)), v_src, valid);
-      } else {
-        const u32 off = swizzle(tok, chunk, kRowBytes16);
-        cp_async_16(k_dst + off, k_src, valid);
-        cp_async_16(v_dst + off, v_src, valid);
-      }
-    };
-    // Pages are looked up for every slot, clamped into the table row, so that the
-    // table load never waits for seq_len (run 4: +8 % bandwidth at large batch).
-    if constexpr (kPageSize >= kTile) {
-      // Tiles start on multiples of kTile, so a tile never crosses a page: one
-      // lookup per tile, then every slot is a fixed stride from the tile's first row.
-      const unsigned char* const k_row0 = paged_row<kPageSize, kCacheBytes>(
-          k_base, table_row, tile_start, max_len, args.k_stride_page, args.k_stride_token, k_head);
-      const unsigned char* const v_row0 = paged_row<kPageSize, kCacheBytes>(
-          v_base, table_row, tile_start, max_len, args.v_stride_page, args.v_stride_token, v_head);
-#pragma unroll 4
-      for (int i = tid; i < kTile * kChunks; i += kThreads) {
-        const int tok = i / kChunks, chunk = i % kChunks;
-        issue(tok, chunk, k_row0 + tok * k_tok_bytes + chunk * 16, v_row0 + tok * v_tok_bytes + chunk * 16,
-              tile_start + tok < split_end);
-      }
-    } else {
-#pragma unroll 4
-      for (int i = tid; i < kTile * kChunks; i += kThreads) {
-        const int tok = i / kChunks, chunk = i % kChunks;
-        const int pos = tile_start + tok;
-        issue(tok, chunk,
-              paged_row<kPageSize, kCacheBytes>(k_base, table_row, pos, max_len, args.k_stride_page,
-                                                args.k_stride_token, k_head) + chunk * 16,
-              paged_row<kPageSize, kCacheBytes>(v_base, table_row, pos, max_len, args.v_stride_page,
-                                                args.v_stride_token, v_head) + chunk * 16,
-              pos < split_end);
-      }
-    }
+    for_each_tile_chunk<kPageSize, kCacheBytes, kTile, kCacheRowBytes / 16, kThreads>(
+        kv_rows, split_begin + tile * kTile, split_end,
+        [&](int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src, bool valid) {
+          if constexpr (kFp8Cache) {
+            cp_async_16(k_dst + (u32)(tok * kCacheRowBytes + ((chunk ^ fp8_k_swizzle(tok)) << 4)), k_src, valid);
+            cp_async_16(v_dst + (u32)(tok * kCacheRowBytes + ((chunk ^ fp8_v_swizzle(tok)) << 4)), v_src, valid);
+          } else {
+            const u32 off = swizzle(tok, chunk, kRowBytes16);
+            cp_async_16(k_dst + off, k_src, valid);
+            cp_async_16(v_dst + off, v_src, valid);
+          }
+        });
   };
 
 #pragma unroll

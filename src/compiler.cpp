@@ -42,7 +42,7 @@ std::string kernel_symbol(const KernelSpec& spec) {
 }
 
 std::string kernel_main_file(const KernelSpec& spec) {
-  if (spec.kind == Kind::gqa) return "gqa_decode.cu";
+  if (spec.kind == Kind::gqa) return spec.backend == Backend::hopper ? "gqa_decode_hopper.cu" : "gqa_decode.cu";
   return spec.backend == Backend::hopper ? "mla_decode_hopper.cu" : "mla_decode_portable.cu";
 }
 

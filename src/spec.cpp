@@ -63,6 +63,8 @@ Kind parse_kind(const std::string& text) {
 int default_kv_tile(const KernelSpec& s) {
   // MLA tiles come from each backend's geometry (docs/KERNEL_NOTES.md, MLA).
   if (s.kind == Kind::mla) return s.backend == Backend::hopper ? 64 : 32;
+  // GQA hopper: one wgmma M block of keys per tile.
+  if (s.backend == Backend::hopper) return 64;
   // An fp8 cache halves the bytes per key, so a short tile cannot hide the
   // per-tile work: for one row tile, 128 keys at D <= 128 measured 3-7 % faster
   // than 64, and 64 keys at D = 256 17 % faster than 32 (docs/PERF.md, run 8);
@@ -124,7 +126,10 @@ void validate_backend(const KernelSpec& s) {
     throw SpecError("backend", to_string(s.backend),
                     fmt::format("auto, {} (what kind={} has on {}{})", backend_list(have), to_string(s.kind),
                                 s.arch.str(),
-                                s.kind == Kind::mla && s.backend == Backend::hopper ? "; hopper needs sm_90a" : ""));
+                                s.backend == Backend::hopper ? "; hopper needs sm_90a" : ""));
+  // The GQA hopper kernel's keys are wgmma M blocks of 64.
+  if (s.kind == Kind::gqa && s.backend == Backend::hopper && s.kv_tile != 0 && s.kv_tile < 64)
+    throw SpecError("kv_tile", std::to_string(s.kv_tile), "0 (default), 64, 128 (kind=gqa backend=hopper)");
 }
 
 }  // namespace
@@ -177,9 +182,13 @@ Backend parse_backend(const std::string& text) {
 }
 
 std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
-  // The hopper backend uses wgmma and setmaxnreg: sm_90a only. GQA has one
-  // backend for every arch today.
-  if (kind == Kind::mla && arch.number() == 90 && arch.accel) return {Backend::hopper, Backend::portable};
+  // The hopper backends use wgmma (MLA also setmaxnreg): sm_90a only. The first
+  // entry is what backend=auto resolves to in a spec; GQA's decode plan then
+  // picks per shape where both run (decode_plan, docs/KERNEL_NOTES.md).
+  if (arch.number() == 90 && arch.accel) {
+    if (kind == Kind::mla) return {Backend::hopper, Backend::portable};
+    return {Backend::portable, Backend::hopper};
+  }
   return {Backend::portable};
 }
 

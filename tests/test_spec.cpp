@@ -179,9 +179,17 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
   CHECK(e.allowed().find("portable") != std::string::npos);
   CHECK(e.allowed().find("sm_90a") != std::string::npos);
   CHECK(spec_error([&] { mla("sm_90", "hopper"); }).field() == "backend");
-  // GQA has one backend today.
-  CHECK(spec_error([] { gqa({{"backend", "hopper"}}); }).field() == "backend");
+  // GQA: portable everywhere, hopper on sm_90a only (auto resolves to
+  // portable in a spec; decode_plan picks per shape).
+  CHECK(normalized(gqa({{"arch", "sm_90a"}, {"backend", "hopper"}})).backend == Backend::hopper);
+  CHECK(spec_error([] { gqa({{"arch", "sm_90"}, {"backend", "hopper"}}); }).field() == "backend");
+  CHECK(spec_error([] { gqa({{"arch", "sm_120a"}, {"backend", "hopper"}}); }).allowed().find("sm_90a") !=
+        std::string::npos);
+  CHECK(spec_error([] { gqa({{"arch", "sm_90a"}, {"backend", "hopper"}, {"kv_tile", "32"}}); }).field() == "kv_tile");
+  CHECK(normalized(gqa({{"arch", "sm_90a"}, {"backend", "hopper"}})).kv_tile == 64);
   CHECK(normalized(gqa({{"backend", "auto"}})).backend == Backend::portable);
+  CHECK(backends_for(Kind::gqa, Arch::parse("sm_90a")) == std::vector<Backend>{Backend::portable, Backend::hopper});
+  CHECK(backends_for(Kind::gqa, Arch::parse("sm_90")) == std::vector<Backend>{Backend::portable});
   CHECK(spec_error([] { gqa({{"backend", "fast"}}); }).allowed() == "auto, portable, hopper");
   // Names carry only resolved backends.
   CHECK_THROWS_AS(parse_name("gqa_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64_auto_sm90a"), SpecError);

@@ -23,4 +23,54 @@ __device__ __forceinline__ const unsigned char* paged_row(const unsigned char* b
   return base + (page * stride_page + (long long)(pos % kPageSize) * stride_token + head_off) * kElemBytes;
 }
 
+// Where one (request, KV head)'s K and V rows live (strides in elements).
+struct PagedKvRows {
+  const unsigned char* k_base;
+  const unsigned char* v_base;
+  const int* table_row;
+  int max_len;
+  long long k_stride_page, k_stride_token, k_head;
+  long long v_stride_page, v_stride_token, v_head;
+};
+
+// Walks the 16-byte chunks of one tile of kTile keys starting at `tile_start`
+// (a multiple of kTile), spread over kThreads threads, and calls
+// issue(tok, chunk, k_src, v_src, valid) for each; the caller owns the
+// shared-memory layout. Keys at or past `end` are invalid: their sources point
+// at the cache base (a zero-fill copy reads nothing there). Page-table entries
+// are read for every slot, clamped into the row, so the table loads pipeline
+// instead of each copy waiting on its own (docs/KERNEL_NOTES.md v3.1: +8 % at
+// large batch); when a page holds whole tiles, one lookup per tile and
+// fixed-stride slots (v3.2).
+template <int kPageSize, int kCacheBytes, int kTile, int kChunks, int kThreads, typename Issue>
+__device__ __forceinline__ void for_each_tile_chunk(const PagedKvRows& kv, int tile_start, int end, Issue&& issue) {
+  const int tid = threadIdx.x;
+  const long long k_tok_bytes = kv.k_stride_token * kCacheBytes, v_tok_bytes = kv.v_stride_token * kCacheBytes;
+  if constexpr (kPageSize >= kTile) {
+    const unsigned char* const k_row0 = paged_row<kPageSize, kCacheBytes>(
+        kv.k_base, kv.table_row, tile_start, kv.max_len, kv.k_stride_page, kv.k_stride_token, kv.k_head);
+    const unsigned char* const v_row0 = paged_row<kPageSize, kCacheBytes>(
+        kv.v_base, kv.table_row, tile_start, kv.max_len, kv.v_stride_page, kv.v_stride_token, kv.v_head);
+#pragma unroll 4
+    for (int i = tid; i < kTile * kChunks; i += kThreads) {
+      const int tok = i / kChunks, chunk = i % kChunks;
+      const bool valid = tile_start + tok < end;
+      issue(tok, chunk, valid ? k_row0 + tok * k_tok_bytes + chunk * 16 : kv.k_base,
+            valid ? v_row0 + tok * v_tok_bytes + chunk * 16 : kv.v_base, valid);
+    }
+  } else {
+#pragma unroll 4
+    for (int i = tid; i < kTile * kChunks; i += kThreads) {
+      const int tok = i / kChunks, chunk = i % kChunks;
+      const int pos = tile_start + tok;
+      const bool valid = pos < end;
+      const unsigned char* const k_src = paged_row<kPageSize, kCacheBytes>(
+          kv.k_base, kv.table_row, pos, kv.max_len, kv.k_stride_page, kv.k_stride_token, kv.k_head);
+      const unsigned char* const v_src = paged_row<kPageSize, kCacheBytes>(
+          kv.v_base, kv.table_row, pos, kv.max_len, kv.v_stride_page, kv.v_stride_token, kv.v_head);
+      issue(tok, chunk, valid ? k_src + chunk * 16 : kv.k_base, valid ? v_src + chunk * 16 : kv.v_base, valid);
+    }
+  }
+}
+
 }  // namespace xqajit

@@ -89,4 +89,151 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[128], const u32 (
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kTransB), "r"(1));
 }
 
+// D(64xN) (+)= A(64x16) * B(16xN), both operands from shared memory (descriptors),
+// f32 accumulate, N = 8/16/32/64 (the GQA hopper backend's query rows). kTransA = 1:
+// A is MN-major (M contiguous, e.g. V^T read from a [key][head dim] tile); B is
+// K-major. kF16: f16 operands, else bf16. scale_d = 0 overwrites D.
+template <int kN, bool kF16, int kTransA>
+struct WgmmaSS;
+
+template <int kTransA>
+struct WgmmaSS<8, true, kTransA> {
+  static __device__ __forceinline__ void run(float (&d)[4], u64 desc_a, u64 desc_b, int scale_d) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %6, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
+        "{%0,%1,%2,%3}, %4, %5, p, 1, 1, %7, 0;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA));
+  }
+};
+template <int kTransA>
+struct WgmmaSS<8, false, kTransA> {
+  static __device__ __forceinline__ void run(float (&d)[4], u64 desc_a, u64 desc_b, int scale_d) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %6, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3}, %4, %5, p, 1, 1, %7, 0;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA));
+  }
+};
+template <int kTransA>
+struct WgmmaSS<16, true, kTransA> {
+  static __device__ __forceinline__ void run(float (&d)[8], u64 desc_a, u64 desc_b, int scale_d) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %10, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, %11, 0;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA));
+  }
+};
+template <int kTransA>
+struct WgmmaSS<16, false, kTransA> {
+  static __device__ __forceinline__ void run(float (&d)[8], u64 desc_a, u64 desc_b, int scale_d) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %10, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, %11, 0;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA));
+  }
+};
+template <int kTransA>
+struct WgmmaSS<32, true, kTransA> {
+  static __device__ __forceinline__ void run(float (&d)[16], u64 desc_a, u64 desc_b, int scale_d) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %18, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, %19, 0;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA));
+  }
+};
+template <int kTransA>
+struct WgmmaSS<32, false, kTransA> {
+  static __device__ __forceinline__ void run(float (&d)[16], u64 desc_a, u64 desc_b, int scale_d) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %18, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, %19, 0;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA));
+  }
+};
+template <int kTransA>
+struct WgmmaSS<64, true, kTransA> {
+  static __device__ __forceinline__ void run(float (&d)[32], u64 desc_a, u64 desc_b, int scale_d) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %34, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, %35, 0;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA));
+  }
+};
+template <int kTransA>
+struct WgmmaSS<64, false, kTransA> {
+  static __device__ __forceinline__ void run(float (&d)[32], u64 desc_a, u64 desc_b, int scale_d) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %34, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, %35, 0;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA));
+  }
+};
+
+// D(64xN) += A(64x16, registers: per warp the mma.sync m16n8k16 A fragment of
+// its 16 rows) * B(16xN, smem desc, K-major), f16 operands, f32 accumulate.
+// Used where A is built in registers from raw fp8 bytes (no conversion pass).
+template <int kN>
+struct WgmmaRSF16;
+
+template <>
+struct WgmmaRSF16<8> {
+  static __device__ __forceinline__ void run(float (&d)[4], const u32 (&a)[4], u64 desc_b) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %9, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  }
+};
+template <>
+struct WgmmaRSF16<16> {
+  static __device__ __forceinline__ void run(float (&d)[8], const u32 (&a)[4], u64 desc_b) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %13, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  }
+};
+template <>
+struct WgmmaRSF16<32> {
+  static __device__ __forceinline__ void run(float (&d)[16], const u32 (&a)[4], u64 desc_b) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %21, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  }
+};
+template <>
+struct WgmmaRSF16<64> {
+  static __device__ __forceinline__ void run(float (&d)[32], const u32 (&a)[4], u64 desc_b) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %37, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  }
+};
+
 }  // namespace xqajit

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "ops/arg_checks.hpp"
+#include "gqa/hopper_geometry.h"
 #include "xqajit/decode_args.h"
 #include "xqajit/error.hpp"
 #include "xqajit/ops/split_plan.hpp"
@@ -133,32 +134,51 @@ KernelSpec decode_spec(const DecodeParams& p, const Arch& arch) {
   s.sliding_window = p.sliding_window > 0;
   s.arch = arch;
   s.kv_tile = p.kv_tile;  // 0: the spec's default (default_kv_tile in spec.cpp)
+  s.backend = p.backend;
   return s;
+}
+
+static bool hopper_decode_available(const DecodeParams& p, const Arch& arch) {
+  const auto have = backends_for(Kind::gqa, arch);
+  return std::find(have.begin(), have.end(), Backend::hopper) != have.end() &&
+         (p.kv_tile == 0 || p.kv_tile >= 64);
+}
+
+static Backend default_decode_backend(const DecodeParams& p, const Arch& arch) {
+  if (!hopper_decode_available(p, arch)) return Backend::portable;
+  return Backend::portable;  // the measured per-shape rule: docs/KERNEL_NOTES.md (hopper v1)
 }
 
 DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
   DecodePlan plan;
+  const Arch arch = device.best_arch();
   // --- tuning (#8): knobs the caller left automatic come from the tuning table ---
   DecodeParams p = params;  // a plain struct copy: no allocation
-  if (p.kv_tile == 0 && p.num_splits == 0) {
-    const TunedLookup tuned = tuned_choice(device, decode_spec(p, device.best_arch()), p.batch,
+  if (p.kv_tile == 0 && p.num_splits == 0 && p.backend == Backend::automatic) {
+    const TunedLookup tuned = tuned_choice(device, decode_spec(p, arch), p.batch,
                                            static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size);
     if (tuned.source != ChoiceSource::heuristic) {
       p.kv_tile = tuned.choice.kv_tile;
       p.num_splits = tuned.choice.num_splits;
+      p.backend = tuned.choice.backend;
       plan.source = tuned.source;
     }
   }
   // --- end tuning ---
-  plan.spec = normalized(decode_spec(p, device.best_arch()));
+  if (p.backend == Backend::automatic) p.backend = default_decode_backend(p, arch);
+  plan.spec = normalized(decode_spec(p, arch));
   const int tile = plan.spec.kv_tile;
+  const bool hopper = plan.spec.backend == Backend::hopper;
   const XqajitDecodeGeometry geo =
-      xqajit_decode_geometry(p.head_dim, plan.spec.group, p.q_len, tile, dtype_bytes(p.kv),
-                             plan.spec.arch.number());
+      hopper ? xqajit_gqa_hopper_geometry(p.head_dim, plan.spec.group, p.q_len, tile, dtype_bytes(p.kv),
+                                          plan.spec.arch.number())
+             : xqajit_decode_geometry(p.head_dim, plan.spec.group, p.q_len, tile, dtype_bytes(p.kv),
+                                      plan.spec.arch.number());
   if (geo.stages == 0)
     throw SpecError("kv_tile", std::to_string(tile),
                     fmt::format("a smaller tile: head_dim {} x {} keys does not fit the shared memory "
-                                "of {}", p.head_dim, tile, plan.spec.arch.str()));
+                                "of {} (backend {})", p.head_dim, tile, plan.spec.arch.str(),
+                                to_string(plan.spec.backend)));
   plan.threads = static_cast<unsigned>(geo.threads);
   plan.smem_bytes = static_cast<unsigned>(geo.smem_bytes);
 

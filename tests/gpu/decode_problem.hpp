@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -29,6 +30,13 @@ struct DecodeCase {
   int num_splits = 0;
   float q_scale = 1.f, kv_scale = 1.f, rcp_out_scale = 1.f;
   int extra_pages = 0;       // columns of block_table beyond what the longest request needs
+  // auto unless XQAJIT_TEST_DECODE_BACKEND (auto|portable|hopper) forces one for every case.
+  Backend backend = test_backend();
+
+  static Backend test_backend() {
+    const char* b = std::getenv("XQAJIT_TEST_DECODE_BACKEND");
+    return b ? parse_backend(b) : Backend::automatic;
+  }
 };
 
 inline std::vector<std::uint8_t> nan_bytes(DType dt, std::size_t elems) {
@@ -152,6 +160,7 @@ struct DecodeProblem {
     p.rcp_out_scale = c.rcp_out_scale;
     p.sliding_window = c.window;
     p.num_splits = c.num_splits;
+    p.backend = c.backend;
     out_elems = q_elems;
 
     host = p;

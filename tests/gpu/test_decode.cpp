@@ -30,9 +30,9 @@ double tolerance(const DecodeCase& c) {
 std::string describe(const DecodeCase& c) {
   std::string lens;
   for (size_t i = 0; i < c.seq_lens.size() && i < 8; ++i) lens += std::to_string(c.seq_lens[i]) + ",";
-  return fmt::format("in={} kv={} out={} D={} P={} group={} Hk={} q_len={} B={} lens=[{}...] {} window={} "
+  return fmt::format("backend={} in={} kv={} out={} D={} P={} group={} Hk={} q_len={} B={} lens=[{}...] {} window={} "
                      "sinks={} scale_ptrs={} splits={}",
-                     to_string(c.input), to_string(c.kv), to_string(c.output), c.head_dim, c.page_size,
+                     to_string(c.backend), to_string(c.input), to_string(c.kv), to_string(c.output), c.head_dim, c.page_size,
                      c.group, c.num_kv_heads, c.q_len, c.seq_lens.size(), lens,
                      c.layout == KvLayout::nhd ? "NHD" : "HND", c.window, c.sinks, c.scale_ptrs,
                      c.num_splits);
@@ -71,7 +71,7 @@ double run_and_check(DecodeProblem& pr, cudaStream_t stream, bool launch = true)
   Stats& s = stats();
   ++s.cases;
   if (nan || nonzero_empty || !(err < tolerance(pr.c))) ++s.failures;
-  const std::string key = fmt::format("{}/{}/{}", to_string(pr.c.input), to_string(pr.c.kv), to_string(pr.c.output));
+  const std::string key = fmt::format("{} {}/{}/{}", to_string(pr.dev.backend), to_string(pr.c.input), to_string(pr.c.kv), to_string(pr.c.output));
   s.worst[key] = std::max(s.worst[key], err);
   return err;
 }
@@ -210,6 +210,7 @@ void prewarm(const std::vector<DecodeCase>& cases) {
     p.page_size = c.page_size;
     p.q_len = c.q_len;
     p.sliding_window = c.window;
+    p.backend = c.backend;
     specs.push_back(decode_spec(p, device().best_arch()));
   }
   const auto results = engine().prewarm(specs, 0);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -33,7 +34,23 @@ struct Shape {
   int kv_tile = 0;  // 0 = the spec default
   int splits = 0;   // 0 = the launcher's choice
   bool hnd = false; // HND pages (each head's page is one contiguous block)
+  int q_len = 1;    // > 1: speculative decoding with a causal mask over the drafts
 };
+
+// XQAJIT_BENCH_BACKENDS=portable,hopper times every shape with each backend
+// (side by side in one run); unset: the plan's automatic choice.
+std::vector<Backend> bench_backends() {
+  std::vector<Backend> v;
+  const char* env = std::getenv("XQAJIT_BENCH_BACKENDS");
+  std::string list = env ? env : "auto";
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t end = std::min(list.find(',', start), list.size());
+    if (end > start) v.push_back(parse_backend(list.substr(start, end - start)));
+    start = end + 1;
+  }
+  return v;
+}
 
 }  // namespace
 
@@ -63,6 +80,9 @@ int main(int argc, char** argv) {
         // slower or equal), kept: fp8 with 64-key tiles (default 128), D=256 with 64-key tiles
         {64, 4096, 32, 8, 128, bf, f8, 64, 64}, {32, 4096, 16, 4, 256, bf, bf, 64, 64},
         {64, 4096, 32, 8, 128, bf, bf, 64, 0, 0, true},
+        {64, 4096, 32, 8, 128, bf, f8, 64, 128}, {128, 8192, 32, 8, 128, bf, f8, 64, 128},
+        // speculative decoding: q_len 8 against q_len 1 of the same shape (issue #7: <= 1.1x with fp8)
+        {64, 4096, 32, 8, 128, bf, f8, 64, 0, 0, false, 8}, {64, 4096, 32, 8, 128, bf, bf, 64, 0, 0, false, 8},
     };
     if (quick) shapes.resize(4);
     // --sweep: the split count and tile at the shapes that miss a target (PDL on; us_nopdl off).
@@ -92,11 +112,13 @@ int main(int argc, char** argv) {
     Engine engine(opts);
     CudaStream stream;
     std::mt19937 rng(1234);
-    std::printf("\n%-38s %6s %9s %9s %7s %9s %7s %8s\n", "shape (B L Hq Hk D in kv page tile)", "splits", "us",
+    std::printf("\n%-46s %6s %9s %9s %7s %9s %7s %8s\n", "shape (B L Hq Hk D in kv page tile)", "splits", "us",
                 "GB/s", "%copy", "us_nopdl", "nvrtc_s", "regs");
-    for (const Shape& s : shapes) {
-      const std::string key = fmt::format("{} {} {} {} {} {} {} {}", s.B, s.L, s.Hq, s.Hk, s.D, to_string(s.input),
-                                          to_string(s.kv), s.page);
+    const std::vector<Backend> backends = bench_backends();
+    for (const Shape& s : shapes)
+    for (const Backend backend : backends) {
+      const std::string key = fmt::format("{} {} {} {} {} {} {} {}{}", s.B, s.L, s.Hq, s.Hk, s.D, to_string(s.input),
+                                          to_string(s.kv), s.page, s.q_len > 1 ? fmt::format(" q{}", s.q_len) : "");
       if (!only.keeps(key)) continue;
       const std::size_t pages_per_seq = (s.L + s.page - 1) / s.page;
       const std::size_t num_pages = pages_per_seq * s.B;
@@ -114,14 +136,20 @@ int main(int argc, char** argv) {
         fill_random(ks.back(), s.kv, rng);
         fill_random(vs.back(), s.kv, rng);
       }
-      DeviceBuffer d_q(std::size_t(s.B) * s.Hq * s.D * 2), d_out(std::size_t(s.B) * s.Hq * s.D * 2);
+      DeviceBuffer d_q(std::size_t(s.B) * s.q_len * s.Hq * s.D * 2), d_out(std::size_t(s.B) * s.q_len * s.Hq * s.D * 2);
       fill_random(d_q, s.input, rng);
+      std::vector<std::uint32_t> mask(std::size_t(s.B) * s.q_len);  // causal: draft i sees drafts 0..i
+      for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = (2u << (i % s.q_len)) - 1u;
+      DeviceBuffer d_mask = to_device(mask);
 
       DecodeParams p;
       p.input = s.input;
       p.kv = s.kv;
       p.output = s.input;
       p.batch = s.B;
+      p.q_len = s.q_len;
+      p.spec_mask = s.q_len > 1 ? d_mask.get<std::uint32_t>() : nullptr;
+      p.backend = backend;
       p.num_q_heads = s.Hq;
       p.num_kv_heads = s.Hk;
       p.head_dim = s.D;
@@ -140,7 +168,7 @@ int main(int argc, char** argv) {
       try {
         plan = decode_plan(p, info);
       } catch (const Error& e) {  // a forced split count this spec cannot merge: skip the row
-        std::printf("%-38s skipped: %s\n", key.c_str(), e.what());
+        std::printf("%-46s skipped: %s\n", key.c_str(), e.what());
         continue;
       }
       const CubinRef cubin = engine.cubin(plan.spec);
@@ -173,18 +201,17 @@ int main(int argc, char** argv) {
       const double us = time_launches(true);
       const double kv_read = 2.0 * std::size_t(s.B) * s.L * s.Hk * s.D * dtype_bytes(s.kv);
       const double gbps = kv_read / (us * 1e-6) / 1e9;
-      const std::string label = fmt::format("{} {} {} {} {} {} {} {} t{}{}{}", s.B, s.L, s.Hq, s.Hk, s.D,
-                                            to_string(s.input), to_string(s.kv), s.page,
-                                            normalized(plan.spec).kv_tile, s.splits ? " forced" : "",
+      const std::string label = fmt::format("{} t{} {}{}{}", key, normalized(plan.spec).kv_tile,
+                                            to_string(plan.spec.backend).substr(0, 4), s.splits ? " forced" : "",
                                             s.hnd ? " HND" : "");
-      std::printf("%-38s %6d %9.1f %9.0f %6.1f%% %9.1f %7.2f %8d\n", label.c_str(), plan.num_splits, us, gbps,
+      std::printf("%-46s %6d %9.1f %9.0f %6.1f%% %9.1f %7.2f %8d\n", label.c_str(), plan.num_splits, us, gbps,
                   100.0 * gbps * 1e9 / copy_bw, us_nopdl, cubin.seconds, k.num_regs);
       std::fprintf(stderr,
                    "{\"B\": %d, \"L\": %d, \"Hq\": %d, \"Hk\": %d, \"D\": %d, \"input\": \"%s\", \"kv\": \"%s\", "
-                   "\"page\": %d, \"hnd\": %d, \"splits\": %d, \"us\": %.2f, \"us_nopdl\": %.2f, \"GBps\": %.1f, \"pct_copy\": %.1f, "
+                   "\"page\": %d, \"hnd\": %d, \"q_len\": %d, \"backend\": \"%s\", \"splits\": %d, \"us\": %.2f, \"us_nopdl\": %.2f, \"GBps\": %.1f, \"pct_copy\": %.1f, "
                    "\"nvrtc_s\": %.3f, \"spec\": \"%s\"}\n",
                    s.B, s.L, s.Hq, s.Hk, s.D, to_string(s.input).c_str(), to_string(s.kv).c_str(), s.page,
-                   s.hnd ? 1 : 0, plan.num_splits, us, us_nopdl, gbps, 100.0 * gbps * 1e9 / copy_bw, cubin.seconds, cubin.name.c_str());
+                   s.hnd ? 1 : 0, s.q_len, to_string(plan.spec.backend).c_str(), plan.num_splits, us, us_nopdl, gbps, 100.0 * gbps * 1e9 / copy_bw, cubin.seconds, cubin.name.c_str());
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

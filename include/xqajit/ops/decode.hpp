@@ -74,6 +74,9 @@ struct DecodeParams {
   // --- split-KV ---
   int num_splits = 0;            ///< CTAs along the sequence; 0 = chosen from the device and shapes
   int kv_tile = 0;               ///< KV tokens per pipeline step; 0 = the spec default
+  /// Which kernel: auto (the plan's measured per-shape rule: hopper or portable on
+  /// sm_90a, portable elsewhere), portable (every arch) or hopper (sm_90a only).
+  Backend backend = Backend::automatic;
   void* workspace = nullptr;     ///< zeroed ONCE at allocation; never re-zeroed between launches
   std::size_t workspace_bytes = 0;
 

@@ -1,0 +1,56 @@
+#pragma once
+// Launch geometry of the hopper GQA backend (gqa_decode_hopper.cu, sm_90a
+// wgmma), plain constexpr C++ so the host launcher computes exactly what the
+// kernel assumes.
+//
+// The swapped product: S^T = K Q^T puts the keys on wgmma's M side (64 per
+// instruction) and the CTA's query rows (q_len x group pairs of one KV head) on
+// its N side, padded to 8/16/32/64, so a group of 4 costs 8 columns instead of a
+// 64-row tile. One warpgroup (128 threads) per CTA; O^T = V^T P^T keeps the
+// head dims on M. Rows past N go to more row blocks (grid.y).
+//
+// Shared memory (1024-aligned base, +1024 slack for the alignment), every
+// 16-bit operand in 128-byte-swizzled atoms [64-column block][rows][128 B]:
+//   [Q: N x D][P: N x kv_tile][max/sum exchange: 4 warps x N floats]
+//   [stages x K+V tile: 16-bit in the wgmma layout, fp8 raw [key][D] bytes]
+// The pipeline region doubles as the merge buffer at the end.
+
+#include "xqajit/decode_args.h"
+
+constexpr int kXqajitGqaHopperThreads = 128;
+
+// Query rows per CTA (the wgmma N): rows padded to a power of two >= 8, at most
+// 64 (32 for head_dim 256: the O^T accumulators are D/64 x N/2 registers).
+constexpr int xqajit_gqa_hopper_n(int rows, int head_dim) {
+  const int cap = head_dim > 128 ? 32 : 64;
+  int n = 8;
+  while (n < rows && n < cap) n *= 2;
+  return n;
+}
+
+constexpr XqajitDecodeGeometry xqajit_gqa_hopper_geometry(int head_dim, int group, int q_len, int kv_tile,
+                                                          int cache_bytes, int arch) {
+  XqajitDecodeGeometry g{};
+  g.rows = q_len * group;
+  g.rows_per_cta = xqajit_gqa_hopper_n(g.rows, head_dim);
+  g.row_blocks = (g.rows + g.rows_per_cta - 1) / g.rows_per_cta;
+  g.warp_rows = 1;
+  g.warp_kv = 4;
+  g.warps = 4;
+  g.threads = kXqajitGqaHopperThreads;
+  g.stage_bytes = 2 * kv_tile * head_dim * cache_bytes;
+  g.convert_bytes = 0;  // fp8 operands are built in registers from the raw tile
+  // Q, P and the exchange, rounded up so the pipeline stays 1024-aligned.
+  g.q_bytes = (g.rows_per_cta * head_dim * 2 + g.rows_per_cta * kv_tile * 2 + 4 * g.rows_per_cta * 4 + 1023) / 1024 * 1024;
+  const int merge_bytes = g.rows_per_cta * (head_dim + 4) * 4 + g.rows_per_cta * 2 * 4;
+  const int budget = xqajit_smem_budget(arch);
+  const int fixed = 1024 + g.q_bytes + g.convert_bytes;
+  // Two CTAs per SM, 2 to 4 stages.
+  int stages = (budget / 2 - fixed) / g.stage_bytes;
+  stages = xqajit_max_(2, xqajit_min_(4, stages));
+  g.union_bytes = xqajit_max_(stages * g.stage_bytes + g.convert_bytes, merge_bytes);
+  g.smem_bytes = 1024 + g.q_bytes + g.union_bytes;
+  const bool built = arch == 90 && (kv_tile == 64 || kv_tile == 128) && (head_dim == 64 || head_dim == 128 || head_dim == 256);
+  g.stages = built && g.smem_bytes <= budget ? stages : 0;
+  return g;
+}

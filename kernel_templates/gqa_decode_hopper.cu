@@ -1,0 +1,555 @@
+// GQA / MHA decode attention over a paged KV cache on Hopper (sm_90a): the
+// hopper backend of the GQA family. Same arguments, flags, features and
+// workspace contract as gqa_decode.cu (the portable backend).
+//
+// The swapped product (gqa/hopper_geometry.h): S^T = K Q^T with the tile's keys
+// on wgmma's M side (64 per instruction) and the CTA's query rows -- the
+// (query token, Q head) pairs of one KV head -- on its N side (8..64), so a
+// group of 4 pads to 8 columns, not to a 16- or 64-row tile, and speculative
+// decoding only widens N. O^T += V^T P^T keeps the head dims on M, V read
+// transposed (MN-major) straight from the tile. Both operands of both products
+// come from shared memory for a 16-bit cache. An fp8 cache stays raw in shared
+// memory and the A operands (K, V^T) are built in registers (e4m3 -> fp16,
+// exact), each byte converted once, straight into the wgmma fragments: Q's head
+// dims and P's keys are permuted to match the bytes a thread reads (below).
+//
+// One warpgroup per CTA. Per KV tile: cp.async (the portable loader's paged
+// walk, common/paged_kv.cuh) -> wgmma S^T -> mask, column max across the 4
+// warps through shared memory (each warp holds 16 keys of every 64) -> exp2,
+// per-thread partial sums -> P^T to shared memory -> wgmma O^T. Sums are
+// reduced once at the end. The split-KV epilogue is the portable kernel's
+// (common/split_merge.cuh).
+//
+// fp8 fragment maps (r = lane / 4, c = lane % 4, w = warp):
+//  * S^T, A = K: k-step 4g + s of thread (r, c) reads bytes 4s..4s+3 of the
+//    16-byte chunk 4g + c of key rows r and r + 8: logical head dim 16 (4g + s)
+//    + {2c, 2c+1 | 2c+8, 2c+9} is actual dim 64 g + 16 c + 4 s + {0,1 | 2,3};
+//    Q is staged in that logical order.
+//  * O^T, A = V^T: thread (w, r) owns actual dims (16 w + r) * kVBytes + j, j <
+//    kVBytes = 2 * kDBlocks (one 4-byte word per key row at D = 128); logical
+//    row 16 w + r + 8 h of block db is actual dim (16 w + r) * kVBytes + 2 db + h.
+//    k-step ks reads key rows 16 ks + 4 c + {0..3}: logical key 2 c + e is actual
+//    4 c + e, logical 2 c + 8 + e is actual 4 c + 2 + e; P is stored in logical
+//    key order, the output un-permuted at the end.
+
+#include "common/fp8.cuh"
+#include "common/memory.cuh"
+#include "common/mma.cuh"
+#include "common/output.cuh"
+#include "common/paged_kv.cuh"
+#include "common/pdl.cuh"
+#include "common/split_merge.cuh"
+#include "common/types.cuh"
+#include "common/wgmma.cuh"
+#include "gqa/hopper_geometry.h"
+#include "xqajit/decode_args.h"
+
+#if !defined(HEAD_ELEMS) || !defined(HEAD_GRP_SIZE) || !defined(TOKENS_PER_PAGE) || \
+    !defined(CACHE_ELEM_ENUM) || !defined(INPUT_FP16) || !defined(KV_TILE_TOKENS)
+#error "gqa_decode_hopper.cu needs the spec flags (HEAD_ELEMS, HEAD_GRP_SIZE, TOKENS_PER_PAGE, ...)"
+#endif
+#ifndef SPEC_DEC
+#define SPEC_DEC 0
+#endif
+#ifndef SPEC_Q_SEQ_LEN
+#define SPEC_Q_SEQ_LEN 1
+#endif
+#ifndef SLIDING_WINDOW
+#define SLIDING_WINDOW 0
+#endif
+#ifndef LOW_PREC_OUTPUT
+#define LOW_PREC_OUTPUT 0
+#endif
+
+namespace xqajit {
+namespace gqa_hopper {
+
+constexpr int kHeadDim = HEAD_ELEMS;
+constexpr int kGroup = HEAD_GRP_SIZE;
+constexpr int kPageSize = TOKENS_PER_PAGE;
+constexpr int kTile = KV_TILE_TOKENS;
+constexpr bool kSpecDec = SPEC_DEC != 0;
+constexpr int kQLen = kSpecDec ? SPEC_Q_SEQ_LEN : 1;
+constexpr bool kFp16 = INPUT_FP16 != 0;
+constexpr bool kFp8Cache = CACHE_ELEM_ENUM == 2;
+constexpr bool kFp8Out = LOW_PREC_OUTPUT != 0;
+constexpr bool kWindow = SLIDING_WINDOW != 0;
+constexpr int kCacheBytes = kFp8Cache ? 1 : 2;
+
+constexpr XqajitDecodeGeometry kGeo =
+    xqajit_gqa_hopper_geometry(kHeadDim, kGroup, kQLen, kTile, kCacheBytes, 90);
+constexpr int kRows = kGeo.rows;
+constexpr int kN = kGeo.rows_per_cta;  // query rows of the CTA = wgmma N
+constexpr int kRowBlocks = kGeo.row_blocks;
+constexpr int kThreads = kGeo.threads;
+constexpr int kStages = kGeo.stages;
+constexpr int kMBlocks = kTile / 64;     // wgmma M blocks of keys per tile
+constexpr int kDBlocks = kHeadDim / 64;  // 64-wide head-dim blocks (128-byte swizzle atoms)
+constexpr int kRegs = kN / 2;            // accumulator registers of one m64nN block
+constexpr int kCols = kN / 4;            // query rows a thread holds: 2 per 8 columns
+// fp8 caches run both products in fp16 (e4m3 is exact in it; a bf16 Q is pre-scaled).
+constexpr bool kMmaF16 = kFp16 || kFp8Cache;
+constexpr int kMergeStride = kHeadDim + 4;  // fp32 row stride of the merge buffer (bank spread)
+constexpr int kRawChunks = kHeadDim * kCacheBytes / 16;  // 16-byte chunks of one cached row
+constexpr int kVBytes = 2 * kDBlocks;                    // fp8: head dims a thread owns in O^T
+
+// Shared-memory map (offsets from the 1024-aligned base; gqa/hopper_geometry.h).
+constexpr int kQOff = 0;
+constexpr int kPOff = kQOff + kN * kHeadDim * 2;
+constexpr int kXchgOff = kPOff + kN * kTile * 2;
+constexpr int kPipeOff = kGeo.q_bytes;
+
+static_assert(kStages >= 2, "this spec is not built by the hopper backend (sm_90a, kv_tile 64/128)");
+static_assert(kHeadDim % 64 == 0 && kTile % 64 == 0, "64-wide swizzle atoms");
+static_assert(kGroup >= 1 && kGroup <= 64, "HEAD_GRP_SIZE: 1 to 64");
+static_assert(kQLen >= 1 && kQLen <= 32, "SPEC_Q_SEQ_LEN: 1 to 32 (one mask word per row)");
+static_assert(!kFp8Out || kFp8Cache, "fp8 output needs an fp8 cache");
+static_assert(kPOff % 1024 == 0 && kPipeOff % 1024 == 0, "swizzle atoms are 1024-aligned");
+
+// Byte offset of 16-byte chunk `chunk` (of 8 16-bit values) of row `row` in a
+// [64-column block][rows][128 B] operand with `rows` rows per block.
+__device__ __forceinline__ u32 atom_off(int row, int chunk, int rows) {
+  return (u32)((chunk >> 3) * rows * 128 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
+}
+// Query row (wgmma column) of accumulator register 4j + e.
+__device__ __forceinline__ int acc_col(int j, int e, int lane) { return 8 * j + 2 * (lane & 3) + (e & 1); }
+// Logical (P^T) position of key `key` of a 64-key block (identity for a 16-bit cache).
+__device__ __forceinline__ int p_key(int key) {
+  if constexpr (!kFp8Cache) return key;
+  const int a = key & 15;
+  return (key & ~15) + 8 * ((a >> 1) & 1) + 2 * (a >> 2) + (a & 1);
+}
+// Actual head dim of O^T accumulator register i of block db (see the fp8 maps above).
+__device__ __forceinline__ int out_dim(int db, int i, int lane, int warp) {
+  const int half = (i >> 1) & 1;
+  if constexpr (kFp8Cache) return (16 * warp + (lane >> 2)) * kVBytes + 2 * db + half;
+  return 64 * db + 16 * warp + (lane >> 2) + 8 * half;
+}
+// Actual head dim of logical head dim `k` (Q's staging order; identity for 16-bit).
+__device__ __forceinline__ int q_dim(int k) {
+  if constexpr (!kFp8Cache) return k;
+  const int step = k >> 4, j = k & 15;  // k-step 4 g + s, position j in it
+  return 64 * (step >> 2) + 16 * ((j & 7) >> 1) + 4 * (step & 3) + 2 * (j >> 3) + (j & 1);
+}
+
+__device__ __forceinline__ void store_out(const XqajitDecodeArgs& args, int b, int h, int row, int d,
+                                          const float (&o)[4], float row_max, float row_sum, float out_scale) {
+  store_output_vec<kGroup, kFp8Out, kFp16>(args, b, h, row, d, o, row_max, row_sum, out_scale);
+}
+
+}  // namespace gqa_hopper
+}  // namespace xqajit
+
+using namespace xqajit;
+using namespace xqajit::gqa_hopper;
+
+extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const XqajitDecodeArgs args) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ int s_is_last;
+  const float kInf = __int_as_float(0x7f800000);
+  unsigned char* const smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  unsigned char* const q_smem = smem + kQOff;
+  unsigned char* const p_smem = smem + kPOff;
+  float* const xchg = reinterpret_cast<float*>(smem + kXchgOff);  // [warp][kN]
+  unsigned char* const pipe = smem + kPipeOff;
+
+  const int split = blockIdx.x;
+  const int h = blockIdx.y / kRowBlocks;
+  const int rb = blockIdx.y % kRowBlocks;
+  const int b = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+  // ---- programmatic dependent launch: nothing above reads global memory -------
+  pdl_wait();
+  pdl_launch_dependents();
+
+  // ---- which keys this CTA reads (as the portable kernel) ---------------------
+  const int max_len = args.max_pages_per_seq * kPageSize;
+  const int seq_len = clamped_seq_len(args.seq_lens, b, max_len);
+  const int draft_begin = seq_len - kQLen;
+  int lo = 0;
+  if constexpr (kWindow) {
+    lo = draft_begin - args.window + 1;
+    lo = lo < 0 ? 0 : lo / kTile * kTile;
+  }
+  const int split_begin = lo + split * args.split_tokens;
+  int split_end = split_begin + args.split_tokens;
+  split_end = split_end < seq_len ? split_end : seq_len;
+  const int num_tiles = split_end > split_begin ? (split_end - split_begin + kTile - 1) / kTile : 0;
+
+  // ---- scales (device pointers win: graph replays may change them) ----------
+  const float q_scale = args.q_scale_ptr ? *args.q_scale_ptr : args.q_scale;
+  const float kv_scale = kFp8Cache ? (args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale) : 1.f;
+  const float rcp_out = kFp8Out ? (args.rcp_out_scale_ptr ? *args.rcp_out_scale_ptr : args.rcp_out_scale)
+                                : 1.f;
+  const float q_softmax = q_scale * rsqrtf((float)kHeadDim) * kLog2e;
+  const bool prescale_q = kFp8Cache && !kFp16;
+  const float qk_scale_log2 = (prescale_q ? 1.f : q_softmax) * kv_scale;
+  const float out_scale = kv_scale * rcp_out;
+
+  // ---- K/V tile loads ----------------------------------------------------------
+  // 16-bit cache: straight into the wgmma layout. fp8: raw [key][D] bytes, converted per tile.
+  const PagedKvRows kv_rows{static_cast<const unsigned char*>(args.k_cache),
+                            static_cast<const unsigned char*>(args.v_cache),
+                            args.block_table + (long long)b * args.block_table_stride,
+                            max_len,
+                            args.k_stride_page, args.k_stride_token, (long long)h * args.k_stride_head,
+                            args.v_stride_page, args.v_stride_token, (long long)h * args.v_stride_head};
+  constexpr int kRawRowBytes = kHeadDim * kCacheBytes;
+  auto load_tile = [&](int tile, int stage) {
+    const u32 k_dst = smem_addr(pipe + stage * kGeo.stage_bytes);
+    const u32 v_dst = k_dst + kTile * kRawRowBytes;
+    for_each_tile_chunk<kPageSize, kCacheBytes, kTile, kRawRowBytes / 16, kThreads>(
+        kv_rows, split_begin + tile * kTile, split_end,
+        [&](int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src, bool valid) {
+          if constexpr (kFp8Cache) {  // raw rows, chunks swizzled for the fragment reads
+            cp_async_16(k_dst + (u32)(tok * kRawRowBytes + ((chunk ^ fp8_k_chunk_swizzle<kRawChunks>(tok)) << 4)),
+                        k_src, valid);
+            cp_async_16(v_dst + (u32)(tok * kRawRowBytes + ((chunk ^ fp8_v_chunk_swizzle<kRawChunks>(tok)) << 4)),
+                        v_src, valid);
+          } else {
+            const u32 off = atom_off(tok, chunk, kTile);
+            cp_async_16(k_dst + off, k_src, valid);
+            cp_async_16(v_dst + off, v_src, valid);
+          }
+        });
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    load_tile(s, s);  // unconditional: tiles past the split are zero-filled, read nothing
+    cp_async_commit();
+  }
+
+  // ---- Q rows of this CTA -> shared memory, the B operand of S^T (zeros for padding)
+  {
+    constexpr int kChunks = kHeadDim / 8;
+    const u16* const q = static_cast<const u16*>(args.q);
+    for (int i = tid; i < kN * kChunks; i += kThreads) {
+      const int r = i / kChunks, chunk = i % kChunks;
+      const int row = rb * kN + r;
+      U32x4 v = {0, 0, 0, 0};
+      if (row < kRows) {
+        const int t = row / kGroup, hq = h * kGroup + row % kGroup;
+        const u16* const q_row = q + (long long)b * args.q_stride_batch + (long long)t * args.q_stride_token +
+                                 (long long)hq * args.q_stride_head;
+        if constexpr (kFp8Cache) {  // logical pairs 8 chunk + 2 j, + 1 gathered from their actual dims
+          u32* w = &v.x;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) w[j] = *reinterpret_cast<const u32*>(q_row + q_dim(8 * chunk + 2 * j));
+        } else {
+          v = *reinterpret_cast<const U32x4*>(q_row + chunk * 8);
+        }
+        if (prescale_q) {  // bf16 -> q * scale in fp16, clamped to fp16's range (no inf)
+          u32* w = &v.x;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            float a, c;
+            unpack_x2<false>(w[j], a, c);
+            a = fminf(fmaxf(a * q_softmax, -65504.f), 65504.f);
+            c = fminf(fmaxf(c * q_softmax, -65504.f), 65504.f);
+            w[j] = pack_f32x2<true>(a, c);
+          }
+        }
+      }
+      *reinterpret_cast<U32x4*>(q_smem + atom_off(r, chunk, kN)) = v;
+    }
+  }
+
+  // ---- per-thread query rows (wgmma columns 8j + 2 (lane % 4) + {0, 1}) --------
+  int window_lo[kCols];
+  u32 mask_bits[kCols];
+  float row_max[kCols], row_sum[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    const int row = rb * kN + acc_col(c >> 1, c, lane);
+    int t = row / kGroup;
+    t = t < kQLen ? t : kQLen - 1;  // padding rows: any valid token (their output is dropped)
+    window_lo[c] = kWindow ? draft_begin + t - args.window + 1 : 0;
+    mask_bits[c] = kSpecDec ? args.spec_mask[((long long)b * kQLen + t) * args.mask_words] : ~0u;
+    row_max[c] = -kInf;
+    row_sum[c] = 0.f;
+  }
+  float o[kDBlocks][kRegs];
+#pragma unroll
+  for (int db = 0; db < kDBlocks; ++db)
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) o[db][i] = 0.f;
+
+  const u32 q_addr = smem_addr(q_smem), p_addr = smem_addr(p_smem);
+  for (int it = 0; it < num_tiles; ++it) {
+    cp_async_wait<kStages - 2>();
+    fence_proxy_async();  // this thread's cp.async (and Q) writes -> visible to wgmma (16-bit path)
+    __syncthreads();      // tile `it` complete; every wgmma of tile it-1 has retired
+    {
+      const int next = it + kStages - 1;
+      if (next < num_tiles) load_tile(next, next % kStages);
+      cp_async_commit();
+    }
+    unsigned char* const k_tile = pipe + (it % kStages) * kGeo.stage_bytes;
+    unsigned char* const v_tile = k_tile + kTile * kRawRowBytes;
+    const u32 k_addr = smem_addr(k_tile), v_addr = smem_addr(v_tile);
+
+    // S^T = K Q^T: keys 64 mb + 16 warp + lane/4 (+8) x query rows.
+    float s[kMBlocks][kRegs];
+    if constexpr (kFp8Cache) {
+      u32 a[kMBlocks][kHeadDim / 16][4];  // every fragment first: one fence for the tile
+#pragma unroll
+      for (int mb = 0; mb < kMBlocks; ++mb) {
+        const int tok = 64 * mb + 16 * warp + (lane >> 2);
+#pragma unroll
+        for (int g = 0; g < kHeadDim / 64; ++g) {
+          const int chunk = 4 * g + (lane & 3);
+          const U32x4 k0 = *reinterpret_cast<const U32x4*>(
+              k_tile + tok * kRawRowBytes + ((chunk ^ fp8_k_chunk_swizzle<kRawChunks>(tok)) << 4));
+          const U32x4 k1 = *reinterpret_cast<const U32x4*>(
+              k_tile + (tok + 8) * kRawRowBytes + ((chunk ^ fp8_k_chunk_swizzle<kRawChunks>(tok + 8)) << 4));
+          const u32 w0[4] = {k0.x, k0.y, k0.z, k0.w}, w1[4] = {k1.x, k1.y, k1.z, k1.w};
+#pragma unroll
+          for (int st = 0; st < 4; ++st) {
+            e4m3x4_to_f16x2x2(w0[st], a[mb][4 * g + st][0], a[mb][4 * g + st][2]);
+            e4m3x4_to_f16x2x2(w1[st], a[mb][4 * g + st][1], a[mb][4 * g + st][3]);
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kRegs; ++i) s[mb][i] = 0.f;
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int mb = 0; mb < kMBlocks; ++mb) {
+#pragma unroll
+        for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+          const u64 dq = wgmma_desc_sw128(q_addr + (kk >> 2) * kN * 128 + (kk & 3) * 32, 16, 1024);
+          WgmmaRSF16<kN>::run(s[mb], a[mb][kk], dq);
+        }
+      }
+    } else {
+      wgmma_fence();
+#pragma unroll
+      for (int mb = 0; mb < kMBlocks; ++mb) {
+#pragma unroll
+        for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+          const u64 da = wgmma_desc_sw128(k_addr + (kk >> 2) * kTile * 128 + mb * 64 * 128 + (kk & 3) * 32, 16, 1024);
+          const u64 dq = wgmma_desc_sw128(q_addr + (kk >> 2) * kN * 128 + (kk & 3) * 32, 16, 1024);
+          WgmmaSS<kN, kMmaF16, 0>::run(s[mb], da, dq, kk > 0);
+        }
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int mb = 0; mb < kMBlocks; ++mb) wgmma_pin(s[mb]);
+
+    // Scale into log2 units, mask (-inf by select: a masked key's K may be NaN),
+    // and the tile max of each query row over the thread's keys.
+    const int tile_start = split_begin + it * kTile;
+    const bool need_mask = tile_start + kTile > split_end ||
+                           (kWindow && tile_start < seq_len - args.window) ||
+                           (kSpecDec && tile_start + kTile > draft_begin);
+    float tmax[kCols];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) tmax[c] = -kInf;
+#pragma unroll
+    for (int mb = 0; mb < kMBlocks; ++mb) {
+#pragma unroll
+      for (int i = 0; i < kRegs; ++i) {
+        const int c = 2 * (i >> 2) + (i & 1);
+        float x = s[mb][i] * qk_scale_log2;
+        if (need_mask) {
+          const int key = tile_start + 64 * mb + 16 * warp + (lane >> 2) + 8 * ((i >> 1) & 1);
+          bool visible = key < split_end;
+          if (kWindow) visible = visible && key >= window_lo[c];
+          if (kSpecDec && visible && key >= draft_begin)
+            visible = ((mask_bits[c] >> (key - draft_begin)) & 1u) != 0;
+          x = visible ? x : -kInf;
+        }
+        s[mb][i] = x;
+        tmax[c] = fmaxf(tmax[c], x);
+      }
+    }
+    // Over the 8 key rows of the warp (lanes with equal lane % 4), then over the 4 warps.
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      tmax[c] = fmaxf(tmax[c], __shfl_xor_sync(0xffffffffu, tmax[c], 4));
+      tmax[c] = fmaxf(tmax[c], __shfl_xor_sync(0xffffffffu, tmax[c], 8));
+      tmax[c] = fmaxf(tmax[c], __shfl_xor_sync(0xffffffffu, tmax[c], 16));
+    }
+    if (lane < 4) {
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j) {
+        float2 v;
+        v.x = tmax[2 * j];
+        v.y = tmax[2 * j + 1];
+        *reinterpret_cast<float2*>(xchg + warp * kN + 8 * j + 2 * lane) = v;
+      }
+    }
+    __syncthreads();
+    float base[kCols], corr[kCols];
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j) {
+      float m0 = row_max[2 * j], m1 = row_max[2 * j + 1];
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const float2 v = *reinterpret_cast<const float2*>(xchg + w * kN + 8 * j + 2 * (lane & 3));
+        m0 = fmaxf(m0, v.x);
+        m1 = fmaxf(m1, v.y);
+      }
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = 2 * j + e;
+        const float m = e ? m1 : m0;
+        base[c] = m == -kInf ? 0.f : m;  // never -inf - -inf
+        corr[c] = fast_exp2(row_max[c] - base[c]);
+        row_max[c] = m;
+      }
+    }
+
+    // P = exp2(S - max) -> shared memory as the K-major B operand of O^T
+    // ([64-key block][query row][128 B]); partial sums stay per thread.
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) row_sum[c] *= corr[c];
+#pragma unroll
+    for (int mb = 0; mb < kMBlocks; ++mb) {
+#pragma unroll
+      for (int i = 0; i < kRegs; ++i) {
+        const int c = 2 * (i >> 2) + (i & 1);
+        const float p = fast_exp2(s[mb][i] - base[c]);
+        row_sum[c] += p;
+        const int col = acc_col(i >> 2, i, lane);
+        const int key = p_key(16 * warp + (lane >> 2) + 8 * ((i >> 1) & 1));  // within block mb
+        const u32 bits = pack_f32x2<kMmaF16>(p, 0.f) & 0xffffu;
+        *reinterpret_cast<u16*>(p_smem + mb * kN * 128 + col * 128 + ((((key >> 3) ^ (col & 7))) << 4) +
+                                (key & 7) * 2) = (u16)bits;
+      }
+    }
+#pragma unroll
+    for (int db = 0; db < kDBlocks; ++db)
+#pragma unroll
+      for (int i = 0; i < kRegs; ++i) o[db][i] *= corr[2 * (i >> 2) + (i & 1)];
+    fence_proxy_async();
+    __syncthreads();
+
+    // O^T += V^T P^T: head dims (out_dim) x query rows.
+    if constexpr (kFp8Cache) {
+      // Key rows 16 ks + 4 (lane % 4) + {0..3}, the thread's kVBytes dims of each.
+      // Every fragment of the tile is built before the first wgmma (one fence).
+      u32 a[kTile / 16][kDBlocks][4];
+      const int dim0 = (16 * warp + (lane >> 2)) * kVBytes;
+#pragma unroll
+      for (int ks = 0; ks < kTile / 16; ++ks) {
+        const int tok0 = 16 * ks + 4 * (lane & 3);
+        const int off = (((dim0 >> 4) ^ fp8_v_chunk_swizzle<kRawChunks>(tok0)) << 4) + (dim0 & 15);
+        u32 w[4][(kVBytes + 3) / 4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const unsigned char* const row = v_tile + (tok0 + i) * kRawRowBytes + off;
+          if constexpr (kVBytes == 2) {
+            w[i][0] = *reinterpret_cast<const u16*>(row);
+          } else {
+#pragma unroll
+            for (int q = 0; q < kVBytes / 4; ++q) w[i][q] = reinterpret_cast<const u32*>(row)[q];
+          }
+        }
+#pragma unroll
+        for (int db = 0; db < kDBlocks; ++db) {
+          if ((db & 1) == 0) {
+            e4m3_columns_to_f16x2x2<0>(w[0][db >> 1], w[1][db >> 1], a[ks][db][0], a[ks][db][1]);
+            e4m3_columns_to_f16x2x2<0>(w[2][db >> 1], w[3][db >> 1], a[ks][db][2], a[ks][db][3]);
+          } else {
+            e4m3_columns_to_f16x2x2<2>(w[0][db >> 1], w[1][db >> 1], a[ks][db][0], a[ks][db][1]);
+            e4m3_columns_to_f16x2x2<2>(w[2][db >> 1], w[3][db >> 1], a[ks][db][2], a[ks][db][3]);
+          }
+        }
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kTile / 16; ++ks) {
+        const u64 dp = wgmma_desc_sw128(p_addr + (ks >> 2) * kN * 128 + (ks & 3) * 32, 16, 1024);
+#pragma unroll
+        for (int db = 0; db < kDBlocks; ++db) WgmmaRSF16<kN>::run(o[db], a[ks][db], dp);
+      }
+    } else {
+      wgmma_fence();
+#pragma unroll
+      for (int db = 0; db < kDBlocks; ++db) {
+#pragma unroll
+        for (int ks = 0; ks < kTile / 16; ++ks) {
+          const u64 dv = wgmma_desc_sw128(v_addr + db * kTile * 128 + ks * 2048, kTile * 128, 1024);
+          const u64 dp = wgmma_desc_sw128(p_addr + (ks >> 2) * kN * 128 + (ks & 3) * 32, 16, 1024);
+          WgmmaSS<kN, kMmaF16, 1>::run(o[db], dv, dp, 1);
+        }
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int db = 0; db < kDBlocks; ++db) wgmma_pin(o[db]);
+  }
+  cp_async_wait<0>();
+
+  // ---- row sums over the 8 key rows of each warp, then over the warps ---------
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    row_sum[c] += __shfl_xor_sync(0xffffffffu, row_sum[c], 4);
+    row_sum[c] += __shfl_xor_sync(0xffffffffu, row_sum[c], 8);
+    row_sum[c] += __shfl_xor_sync(0xffffffffu, row_sum[c], 16);
+  }
+  __syncthreads();  // the pipeline region becomes the merge buffer; xchg is free
+  if (lane < 4) {
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j) {
+      float2 v;
+      v.x = row_sum[2 * j];
+      v.y = row_sum[2 * j + 1];
+      *reinterpret_cast<float2*>(xchg + warp * kN + 8 * j + 2 * lane) = v;
+    }
+  }
+  float* const merge_acc = reinterpret_cast<float*>(pipe);  // [kN][kMergeStride]
+  float* const merge_stats = merge_acc + kN * kMergeStride;  // [kN][max, sum]
+#pragma unroll
+  for (int db = 0; db < kDBlocks; ++db) {
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) {
+      const int col = acc_col(i >> 2, i, lane);
+      merge_acc[col * kMergeStride + out_dim(db, i, lane, warp)] = o[db][i];
+    }
+  }
+  __syncthreads();
+  if (warp == 0 && lane < 4) {
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      const int col = acc_col(c >> 1, c, lane);
+      float sum = 0.f;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) sum += xchg[w * kN + col];
+      merge_stats[col * 2] = row_max[c];
+      merge_stats[col * 2 + 1] = sum;
+    }
+  }
+  __syncthreads();
+
+  const bool multi = args.num_splits > 1;
+  const long long cta_id = ((long long)b * args.num_kv_heads + h) * kRowBlocks + rb;
+  const long long num_ctas = (long long)args.batch * args.num_kv_heads * kRowBlocks;
+  const SplitPartials<kN, kHeadDim> partials(args.partial, num_ctas, args.num_splits, cta_id);
+  constexpr int kVecs = kHeadDim / 4;
+  const int cta_rows = kRows - rb * kN < kN ? kRows - rb * kN : kN;
+  for (int i = tid; i < cta_rows * kVecs; i += kThreads) {
+    const int r = i / kVecs, d = (i % kVecs) * 4;
+    const F32x4 a = *reinterpret_cast<const F32x4*>(merge_acc + r * kMergeStride + d);
+    const float v[4] = {a.x, a.y, a.z, a.w};
+    const float m = merge_stats[r * 2], sum = merge_stats[r * 2 + 1];
+    if (!multi) {
+      store_out(args, b, h, rb * kN + r, d, v, m, sum, out_scale);
+    } else {
+      partials.store(split, r, d, v, m, sum);
+    }
+  }
+  if (!multi) return;
+
+  // ---- split-KV: the last CTA of this (request, KV head, row block) merges -----
+  if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, &s_is_last)) return;
+  split_merge<kN, kHeadDim, kThreads>(pipe, kGeo.union_bytes, partials, cta_rows,
+                                      [&](int r, int d, const float(&ov)[4], float m, float sum) {
+                                        store_out(args, b, h, rb * kN + r, d, ov, m, sum, out_scale);
+                                      });
+}
