@@ -316,8 +316,9 @@ const LoadedKernel& Engine::kernel(const KernelSpec& requested, int device, Stre
   return *it->second;
 }
 
-std::vector<PrewarmResult> Engine::prewarm(const std::vector<KernelSpec>& specs, int jobs,
+std::vector<PrewarmResult> Engine::prewarm(const std::vector<KernelSpec>& requested, int jobs,
                                            const std::function<void(const PrewarmResult&)>& on_done) {
+  const std::vector<KernelSpec> specs = launch_variants(requested);
   std::vector<PrewarmResult> results(specs.size());
   if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   jobs = std::min<int>(jobs, static_cast<int>(std::max<size_t>(1, specs.size())));

@@ -195,13 +195,35 @@ std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
 std::vector<Backend> launch_backends(const KernelSpec& spec) {
   if (spec.backend != Backend::automatic) return {spec.backend};
   const auto have = backends_for(spec.kind, spec.arch);
-  // decode_plan picks GQA's hopper backend only for an fp8 cache at q_len 1 with
-  // the default (or a >= 64) tile; everything else keeps the spec's own resolution.
-  const bool gqa_hopper = spec.kind == Kind::gqa && spec.kv == DType::fp8 && spec.q_len == 1 &&
+  // decode_plan may pick GQA's hopper backend at q_len 1 with the default (or a
+  // >= 64) tile, for an fp8 cache or a 16-bit one at head_dim 128 (where it was
+  // measured ahead); everything else keeps the spec's own resolution.
+  const bool gqa_hopper = spec.kind == Kind::gqa && spec.q_len == 1 &&
+                          (spec.kv == DType::fp8 || spec.head_dim == 128) &&
                           (spec.kv_tile == 0 || spec.kv_tile >= 64) &&
                           std::find(have.begin(), have.end(), Backend::hopper) != have.end();
   if (gqa_hopper) return {have.front(), Backend::hopper};
   return {have.front()};
+}
+
+std::vector<KernelSpec> launch_variants(const std::vector<KernelSpec>& specs) {
+  std::vector<KernelSpec> out;
+  out.reserve(specs.size());
+  for (const KernelSpec& spec : specs) {
+    // An invalid spec passes through unchanged: whoever compiles it reports why.
+    std::vector<Backend> backends{spec.backend};
+    try {
+      validate(spec);
+      backends = launch_backends(spec);
+    } catch (const SpecError&) {
+    }
+    for (const Backend backend : backends) {
+      KernelSpec variant = spec;
+      if (backends.size() > 1) variant.backend = backend;
+      out.push_back(variant);
+    }
+  }
+  return out;
 }
 
 std::string to_string(DType d) {

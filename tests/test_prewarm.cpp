@@ -109,6 +109,22 @@ TEST_CASE("Engine::prewarm over several workers compiles each spec once", "[prew
   }
 }
 
+TEST_CASE("Engine::prewarm compiles every backend an auto spec's launch may pick", "[prewarm]") {
+  TempDir dir;
+  Engine engine(options_for(dir));
+  // bf16 / fp8 cache on sm_90a: decode_plan picks per shape, so both kernels.
+  const KernelSpec spec = spec_from_fields({{"input", "bf16"}, {"kv", "fp8"}, {"head_dim", "128"}, {"group", "4"},
+                                            {"page_size", "64"}, {"arch", "sm_90a"}});
+  const auto results = engine.prewarm({spec}, 2);
+  REQUIRE(results.size() == 2);
+  CHECK(results[0].name == "gqa_bf16_kvfp8_obf16_d128_p64_g4_q1_sw0_t128_portable_sm90a");
+  CHECK(results[1].name == "gqa_bf16_kvfp8_obf16_d128_p64_g4_q1_sw0_t64_hopper_sm90a");
+  for (const auto& r : results) {
+    INFO(r.name << ": " << r.error);
+    CHECK(r.ok);
+  }
+}
+
 TEST_CASE("Engine::prewarm reports a failing spec without stopping the others", "[prewarm]") {
   TempDir dir;
   KernelSpec bad;  // invalid: a head dim no kernel has

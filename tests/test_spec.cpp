@@ -190,6 +190,26 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
   CHECK(normalized(gqa({{"backend", "auto"}})).backend == Backend::portable);
   CHECK(backends_for(Kind::gqa, Arch::parse("sm_90a")) == std::vector<Backend>{Backend::portable, Backend::hopper});
   CHECK(backends_for(Kind::gqa, Arch::parse("sm_90")) == std::vector<Backend>{Backend::portable});
+  // What a launch of an auto spec may pick, and so what prewarm compiles for it.
+  CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}})) ==
+        std::vector<Backend>{Backend::portable, Backend::hopper});
+  CHECK(launch_backends(gqa({{"head_dim", "128"}})) == std::vector<Backend>{Backend::portable, Backend::hopper});
+  CHECK(launch_backends(gqa({{"head_dim", "256"}})) == std::vector<Backend>{Backend::portable});
+  CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"q_len", "4"}})) ==
+        std::vector<Backend>{Backend::portable});
+  CHECK(launch_backends(gqa({{"head_dim", "128"}, {"kv_tile", "32"}})) == std::vector<Backend>{Backend::portable});
+  CHECK(launch_backends(gqa({{"head_dim", "128"}, {"backend", "portable"}})) ==
+        std::vector<Backend>{Backend::portable});
+  CHECK(launch_backends(gqa({{"head_dim", "128"}, {"arch", "sm_90"}})) == std::vector<Backend>{Backend::portable});
+  CHECK(launch_backends(mla("sm_90a", "auto")) == std::vector<Backend>{Backend::hopper});
+  const auto variants = launch_variants({gqa({{"head_dim", "128"}}), gqa({{"head_dim", "128"}, {"backend", "portable"}}),
+                                         gqa({{"head_dim", "64"}})});
+  REQUIRE(variants.size() == 4);  // portable + hopper, the explicit portable, D=64 (still auto)
+  CHECK(variants[0].backend == Backend::portable);
+  CHECK(variants[1].backend == Backend::hopper);
+  CHECK(variants[2].backend == Backend::portable);
+  CHECK(variants[3].head_dim == 64);
+  CHECK(variants[3].backend == Backend::automatic);
   CHECK(spec_error([] { gqa({{"backend", "fast"}}); }).allowed() == "auto, portable, hopper");
   // Names carry only resolved backends.
   CHECK_THROWS_AS(parse_name("gqa_fp16_kvfp16_ofp16_d128_p64_g1_q1_sw0_t64_auto_sm90a"), SpecError);

@@ -64,8 +64,10 @@ class Engine {
   /// NotAvailableError telling the caller to prewarm.
   const LoadedKernel& kernel(const KernelSpec& spec, int device, Stream capturing_stream = nullptr);
 
-  /// Gets every spec's cubin over `jobs` worker threads (0 = hardware threads).
-  /// Never throws for a single spec; `on_done` is called (serialised) per spec.
+  /// Gets the cubin of every kernel a launch of `specs` may use over `jobs` worker
+  /// threads (0 = hardware threads): a backend=auto spec becomes one kernel per
+  /// backend its launch plan picks from (launch_variants), one result each. Never
+  /// throws for a single spec; `on_done` is called (serialised) per kernel.
   std::vector<PrewarmResult> prewarm(const std::vector<KernelSpec>& specs, int jobs = 0,
                                      const std::function<void(const PrewarmResult&)>& on_done = {});
 

@@ -139,22 +139,20 @@ KernelSpec decode_spec(const DecodeParams& p, const Arch& arch) {
 }
 
 // backend=auto on an arch with both backends: the measured per-shape rule (H200,
-// same-run A/B, docs/KERNEL_NOTES.md h3). hopper wins an fp8 cache at q_len 1 once
-// the work covers the GPU more than once (64x4096: 131.6 vs 144.6 us; 128x8192:
-// 521 vs 572; 16x4096: 39.4 vs 43.1; B=1 L=65536: 42.3 vs 44.6); portable keeps
-// short single requests (B=1 L=8192 fp8: 12.8 vs 13.6: its 16 splits of 8 tiles
-// expose the hopper CTA's per-tile chain), 16-bit caches (equal within 1 % in
-// bulk, 14.7 vs 16.8 us at B=1) and speculative decoding (q_len 8 fp8: 221 vs 236).
-// Which backends an auto spec may pick is launch_backends (spec.cpp): prewarm
-// compiles each of them.
-static Backend default_decode_backend(const DecodeParams& p, const KernelSpec& spec) {
-  constexpr std::int64_t kHopperMinHeadKeys = std::int64_t{1} << 19;  // e.g. B=1 L=65536 Hkv 8
+// same-run A/B, docs/KERNEL_NOTES.md h3-h4). An fp8 cache at q_len 1: hopper at
+// every measured shape (64x4096 130.9 vs 145.5 us, 128x8192 512 vs 572, 16x4096
+// 39.1 vs 43.5, D=256 70.2 vs 74.0, B=1 L=65536 42.2 vs 44.6, B=1 L=8192 12.7 vs
+// 12.8). A 16-bit cache at head_dim 128: equal within 1 % in bulk, hopper ahead
+// where a few requests are split across the SMs (B=1 L=65536 66.6 vs 68.0, B=16
+// 66.2 vs 67.1), so hopper when batch x kv_heads fits one CTA per SM. Portable for
+// speculative decoding (q_len 8 fp8 216.8 vs 216.0, bf16 260 vs 251) and bf16
+// D=256 (149.5 vs 129.7). Which backends an auto spec may pick is
+// launch_backends (spec.cpp): prewarm compiles each of them.
+static Backend default_decode_backend(const DecodeParams& p, const KernelSpec& spec, const DeviceInfo& device) {
   const auto may = launch_backends(spec);
   if (std::find(may.begin(), may.end(), Backend::hopper) == may.end()) return may.front();
-  std::int64_t keys = static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size;
-  if (p.sliding_window > 0) keys = std::min<std::int64_t>(keys, p.sliding_window + p.q_len - 1);
-  const std::int64_t head_keys = static_cast<std::int64_t>(p.batch) * p.num_kv_heads * keys;
-  return head_keys >= kHopperMinHeadKeys ? Backend::hopper : may.front();
+  if (p.kv == DType::fp8) return Backend::hopper;
+  return static_cast<std::int64_t>(p.batch) * p.num_kv_heads <= device.sm_count ? Backend::hopper : may.front();
 }
 
 DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
@@ -173,7 +171,7 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
     }
   }
   // --- end tuning ---
-  if (p.backend == Backend::automatic) p.backend = default_decode_backend(p, decode_spec(p, arch));
+  if (p.backend == Backend::automatic) p.backend = default_decode_backend(p, decode_spec(p, arch), device);
   plan.spec = normalized(decode_spec(p, arch));
   const int tile = plan.spec.kv_tile;
   const bool hopper = plan.spec.backend == Backend::hopper;

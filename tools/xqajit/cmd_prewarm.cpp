@@ -297,9 +297,11 @@ int run_worker(const GlobalFlags& flags) {
 
 int run_prewarm(const GlobalFlags& flags, const PrewarmArgs& args) {
   const Options options = make_options(flags);
-  const SpecSet set = collect_specs(args, options);
+  SpecSet set = collect_specs(args, options);
   for (const auto& message : set.skipped) fmt::print(stderr, "skipped (invalid): {}\n", message);
   if (set.specs.empty()) throw UsageError("no valid specs to prewarm");
+  // Every kernel a launch may use: backend=auto GQA specs on sm_90a get both backends.
+  set.specs = launch_variants(set.specs);
 
   const int workers = static_cast<int>(std::min<std::size_t>(
       set.specs.size(), args.jobs > 0 ? args.jobs : std::max(1u, std::thread::hardware_concurrency())));
