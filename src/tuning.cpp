@@ -3,9 +3,11 @@
 #include <fcntl.h>
 
 #include <atomic>
+#include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "detail/fs.hpp"
 #include "xqajit/bundle.hpp"
@@ -56,6 +58,7 @@ struct Active {
   std::string toolchain;
 };
 std::atomic<bool> g_have_active{false};
+thread_local bool t_heuristic_only = false;  // HeuristicPlansScope
 std::shared_ptr<const Active> g_active;  // accessed with std::atomic_load/store only
 
 }  // namespace
@@ -106,7 +109,7 @@ std::uint64_t tuning_group_hash(const std::string& device_name, int cc_major, in
   return f.h;
 }
 
-void TuningTable::put(TuningEntry entry) {
+void TuningTable::insert(TuningEntry entry) {
   entry.key.batch = batch_bucket(entry.key.batch);
   entry.key.seq_len = seq_bucket(entry.key.seq_len);
   entry.key.spec.kv_tile = 0;
@@ -117,45 +120,80 @@ void TuningTable::put(TuningEntry entry) {
       return;
     }
   entries_.push_back(std::move(entry));
+}
+
+void TuningTable::put(TuningEntry entry) {
+  insert(std::move(entry));
   reindex();
 }
 
 void TuningTable::merge(const TuningTable& other) {
-  for (const auto& e : other.entries_) put(e);
+  for (const auto& e : other.entries_) insert(e);
+  reindex();
 }
 
+// Precomputes, per group, the answer for every bucket, so lookup() does one
+// hash find and one array read.
 void TuningTable::reindex() {
   groups_.clear();
+  struct Pending {
+    std::uint64_t hash;
+    std::size_t slot;  // index in groups_[hash]
+    std::vector<std::size_t> members;  // in put order
+  };
+  std::vector<Pending> pending;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     const auto& k = entries_[i].key;
-    groups_[tuning_group_hash(k.device.name, k.device.cc_major, k.device.cc_minor, k.device.sm_count,
-                              k.device.toolchain, k.spec)]
-        .push_back(i);
+    const std::uint64_t h = tuning_group_hash(k.device.name, k.device.cc_major, k.device.cc_minor,
+                                              k.device.sm_count, k.device.toolchain, k.spec);
+    auto& bucket = groups_[h];
+    std::size_t g = 0;
+    while (g < bucket.size() && !same_group(entries_[bucket[g].representative].key, k)) ++g;
+    if (g == bucket.size()) bucket.push_back(Group{i, {}}), pending.push_back({h, g, {}});
+    for (auto& p : pending)
+      if (p.hash == h && p.slot == g) {
+        p.members.push_back(i);
+        break;
+      }
+  }
+  for (const Pending& p : pending) {
+    Group& group = groups_[p.hash][p.slot];
+    group.answer.assign(kBatchSlots * kSeqSlots, -1);
+    for (int lb = 0; lb < kBatchSlots; ++lb)
+      for (int ls = 0; ls < kSeqSlots; ++ls) {
+        int best_dist = 1 << 30;
+        for (std::size_t i : p.members) {
+          const auto& k = entries_[i].key;
+          const int d = std::abs(floor_log2(k.batch) - lb) +
+                        std::abs(std::min(floor_log2(k.seq_len), kSeqSlots - 1) - ls);
+          if (d < best_dist)
+            best_dist = d, group.answer[static_cast<std::size_t>(lb * kSeqSlots + ls)] = static_cast<std::int32_t>(i);
+        }
+      }
   }
 }
-
 TunedLookup TuningTable::lookup(const std::string& device_name, int cc_major, int cc_minor, int sm_count,
                                 const std::string& toolchain, const KernelSpec& spec, std::int64_t batch,
                                 std::int64_t max_seq_len) const noexcept {
   TunedLookup out;
-  auto it = groups_.find(tuning_group_hash(device_name, cc_major, cc_minor, sm_count, toolchain, spec));
+  const auto it = groups_.find(tuning_group_hash(device_name, cc_major, cc_minor, sm_count, toolchain, spec));
   if (it == groups_.end()) return out;
-  const int lb = floor_log2(batch_bucket(batch));
-  const int ls = floor_log2(seq_bucket(max_seq_len));
-  int best = -1;
-  int best_dist = 1 << 30;
-  for (std::size_t i : it->second) {
-    const auto& k = entries_[i].key;
-    // Guard against hash collisions: the group must really match.
+  for (const Group& group : it->second) {
+    const auto& k = entries_[group.representative].key;
+    // Hash collisions: the group must really match (compares in place, no allocation).
     if (k.device.name != device_name || k.device.toolchain != toolchain || k.device.sm_count != sm_count ||
         k.device.cc_major != cc_major || k.device.cc_minor != cc_minor || !same_spec_minus_knobs(k.spec, spec))
       continue;
-    const int d = std::abs(floor_log2(k.batch) - lb) + std::abs(floor_log2(k.seq_len) - ls);
-    if (d < best_dist) best_dist = d, best = static_cast<int>(i);
+    const int lb = floor_log2(batch_bucket(batch));
+    const int ls = std::min(floor_log2(seq_bucket(max_seq_len)), kSeqSlots - 1);
+    const std::int32_t i = group.answer[static_cast<std::size_t>(lb * kSeqSlots + ls)];
+    if (i < 0) return out;
+    const TuningEntry& e = entries_[static_cast<std::size_t>(i)];
+    const bool exact = e.key.batch == batch_bucket(batch) && e.key.seq_len == seq_bucket(max_seq_len);
+    out.source = exact ? ChoiceSource::tuned : ChoiceSource::nearest;
+    out.choice = e.winner;
+    return out;
   }
-  if (best < 0) return out;
-  out.source = best_dist == 0 ? ChoiceSource::tuned : ChoiceSource::nearest;
-  out.choice = entries_[static_cast<std::size_t>(best)].winner;
   return out;
 }
 
@@ -184,6 +222,9 @@ std::string TuningTable::to_json() const {
         {"seq_len", k.seq_len},
         {"winner", choice_json(e.winner)},
         {"candidates", cands},
+        {"confirm_winner_us", e.confirm_winner_us},
+        {"confirm_heuristic_us", e.confirm_heuristic_us},
+        {"reverted", e.reverted},
     });
   }
   const std::string body = entries.dump();
@@ -232,8 +273,12 @@ TuningTable TuningTable::from_json(const std::string& text) {
     for (const auto& c : j.at("candidates"))
       e.candidates.push_back({choice_from(c.at("choice")), c.at("median_us").get<double>(),
                               c.value("heuristic", false)});
-    table.put(std::move(e));
+    e.confirm_winner_us = j.value("confirm_winner_us", 0.0);
+    e.confirm_heuristic_us = j.value("confirm_heuristic_us", 0.0);
+    e.reverted = j.value("reverted", false);
+    table.insert(std::move(e));
   }
+  table.reindex();
   return table;
 }
 
@@ -310,11 +355,75 @@ std::shared_ptr<const TuningTable> active_tuning() {
 
 TunedLookup tuned_choice(const DeviceInfo& device, const KernelSpec& spec, std::int64_t batch,
                          std::int64_t max_seq_len) noexcept {
-  if (!g_have_active.load(std::memory_order_acquire)) return {};
+  if (t_heuristic_only || !g_have_active.load(std::memory_order_acquire)) return {};
   const auto active = std::atomic_load(&g_active);  // a refcount bump, no allocation
   if (!active) return {};
   return active->table->lookup(device.name, device.cc_major, device.cc_minor, device.sm_count, active->toolchain,
                                spec, batch, max_seq_len);
+}
+
+HeuristicPlansScope::HeuristicPlansScope() : previous_(t_heuristic_only) { t_heuristic_only = true; }
+HeuristicPlansScope::~HeuristicPlansScope() { t_heuristic_only = previous_; }
+
+TuningTable load_tuning_tables(const Options& o) {
+  TuningTable table;
+  if (o.tuning == "off") return table;
+  if (!o.tuning.empty()) {
+    table.merge(load_tuning(o.tuning));
+    return table;
+  }
+  // Bundles ship tuning too (bundle pack --with-tuning); the cache root's own tables win.
+  std::error_code ec;
+  for (const auto& b : o.bundles) {
+    std::vector<std::filesystem::path> files{b};
+    if (std::filesystem::is_directory(b, ec)) {
+      files.clear();
+      for (const auto& f : std::filesystem::directory_iterator(b, ec))
+        if (f.path().extension() == ".xqab") files.push_back(f.path());
+    }
+    for (const auto& f : files) try {
+        table.merge(load_bundle_tuning(BundleReader::open(f)));
+      } catch (const std::exception&) {
+        // the bundle set warns about a bad bundle already
+      }
+  }
+  for (const auto& f : std::filesystem::directory_iterator(o.cache_dir / "tuning", ec))
+    if (f.path().extension() == ".json") table.merge(load_tuning(f.path()));
+  return table;
+}
+
+std::vector<KernelSpec> with_tuned_variants(const std::vector<KernelSpec>& specs, const TuningTable& table,
+                                            const std::string& toolchain) {
+  std::vector<KernelSpec> out;
+  std::unordered_map<std::string, bool> seen;
+  const auto add = [&](const KernelSpec& s) {
+    std::string name;
+    try {
+      name = canonical_name(normalized(s));
+    } catch (const std::exception&) {
+      name = {};  // an invalid spec is kept as given: prewarm reports it
+    }
+    if (!name.empty() && !seen.emplace(name, true).second) return;
+    out.push_back(s);
+  };
+  for (const auto& s : specs) add(s);
+  for (const auto& s : specs) {
+    if (s.kv_tile != 0 || s.backend != Backend::automatic) continue;  // explicit knobs: plans skip the table
+    for (const auto& e : table.entries()) {
+      if (!toolchain.empty() && e.key.device.toolchain != toolchain) continue;
+      if (!same_spec_minus_knobs(e.key.spec, s)) continue;
+      KernelSpec v = s;
+      v.kv_tile = e.winner.kv_tile;
+      v.backend = e.winner.backend;
+      try {
+        validate(normalized(v));
+      } catch (const std::exception&) {
+        continue;  // a choice this toolchain cannot build is never planned either
+      }
+      add(v);
+    }
+  }
+  return out;
 }
 
 }  // namespace xqajit
