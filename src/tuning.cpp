@@ -394,19 +394,20 @@ TuningTable load_tuning_tables(const Options& o) {
 
 std::vector<KernelSpec> with_tuned_variants(const std::vector<KernelSpec>& specs, const TuningTable& table,
                                             const std::string& toolchain) {
-  std::vector<KernelSpec> out;
+  std::vector<KernelSpec> out = specs;  // as given, duplicates too (one result each)
   std::unordered_map<std::string, bool> seen;
-  const auto add = [&](const KernelSpec& s) {
-    std::string name;
+  const auto name_of = [](const KernelSpec& s) {
     try {
-      name = canonical_name(normalized(s));
+      return canonical_name(normalized(s));
     } catch (const std::exception&) {
-      name = {};  // an invalid spec is kept as given: prewarm reports it
+      return std::string();  // an invalid spec: prewarm reports it
     }
-    if (!name.empty() && !seen.emplace(name, true).second) return;
-    out.push_back(s);
   };
-  for (const auto& s : specs) add(s);
+  for (const auto& s : specs) seen.emplace(name_of(s), true);
+  const auto add = [&](const KernelSpec& s) {
+    const std::string name = name_of(s);
+    if (!name.empty() && seen.emplace(name, true).second) out.push_back(s);
+  };
   for (const auto& s : specs) {
     if (s.kv_tile != 0 || s.backend != Backend::automatic) continue;  // explicit knobs: plans skip the table
     for (const auto& e : table.entries()) {

@@ -193,8 +193,8 @@ TuningTable load_tuning_tables(const Options& options);
 /// `specs` plus, for each spec whose knobs are automatic, the variant every
 /// matching entry of `table` chose (its kv_tile and backend), so that a tuned
 /// launch never compiles. Entries of another toolchain are skipped unless
-/// `toolchain` is empty. Duplicates (same canonical name) are dropped; order:
-/// `specs` first, then the variants.
+/// `toolchain` is empty. `specs` come first, as given; then each variant not
+/// already among them (by canonical name), once.
 std::vector<KernelSpec> with_tuned_variants(const std::vector<KernelSpec>& specs, const TuningTable& table,
                                             const std::string& toolchain = {});
 
