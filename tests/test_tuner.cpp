@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <random>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "support/process.hpp"
@@ -298,4 +299,30 @@ TEST_CASE("tuner: Engine::tune checks the call before touching a GPU") {
     CHECK_THROWS_AS(engine.tune(p, nullptr), Error);
   }
   // Capture refusal (NotAvailableError on a capturing stream) needs a GPU: tests/gpu/test_engine_paths.cpp.
+}
+
+TEST_CASE("cli: prewarm compiles the tuned variants the table names for the set", "[cli]") {
+  test::TempDir dir;
+  Options o;
+  o.cache_dir = dir.path();
+  o.tuning = "off";
+  KernelSpec s = gqa_spec();
+  s.head_dim = 64, s.group = 1, s.page_size = 16;
+  TuningEntry e = entry(8, 1024, {16, 2, Backend::portable}, s);
+  e.key.device.toolchain = Engine(o).fingerprint();
+  TuningTable t;
+  t.put(e);
+  save_tuning(tuning_file(dir.path(), h100().name), t);
+  const auto r = test::run_cli_line("XQAJIT_CACHE_DIR=" + dir.path().string(),
+                                    "--json prewarm --threads kind=gqa input=bf16 head_dim=64 group=1 page_size=16 "
+                                    "arch=sm_90a");
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["tuned_variants"] == 1);
+  REQUIRE(doc["results"].size() == 2);
+  KernelSpec variant = s;
+  variant.kv_tile = 16, variant.backend = Backend::portable;
+  CHECK(doc["results"][1]["name"] == canonical_name(normalized(variant)));
+  CHECK(doc["compiled"] == 2);
 }
