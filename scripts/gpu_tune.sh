@@ -42,10 +42,10 @@ echo "gpu_test_engine_paths [tune] exit $?" >> "$OUT/tune_summary.txt"
 {
   echo "== per key (winner vs heuristic; gain from the interleaved re-timing)"
   cat "$OUT"/tune_gqa.txt "$OUT"/tune_mla.txt | grep ' gain '
-  echo "== per family: geometric-mean gain, worst gain, keys, winners other than the heuristic, reverted"
+  echo "== per family: geometric-mean gain, worst gain, keys, keys with a gain other than 1, reverted"
   for fam in gqa mla; do
     grep "^$fam " "$OUT/tune_$fam.txt" | grep ' gain ' |
-      awk -v f="$fam" '{g=$NF; sub("x","",g); if (g>0) {s+=log(g); n++; if (min==""||g<min) min=g; if (g!=1) w++}
+      awk -v f="$fam" '{g=$NF; sub("x","",g); if (g>0) {s+=log(g); n++; if (min==""||g<min) min=g; if (g+0!=1) w++}
         if ($0 ~ /heuristic kept/) r++}
         END {if (n) printf "%s  geomean %.3fx  worst %.3fx  keys %d  changed %d  reverted %d\n", f, exp(s/n), min, n, w, r;
              else print f "  no keys tuned"}'

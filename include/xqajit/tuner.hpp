@@ -4,7 +4,7 @@
 ///
 ///   candidates (per family, filtered by what fits the arch and the call)
 ///     --Timer::median_us--> fastest (the heuristic keeps ties within noise)
-///     --Timer::interleaved_us (winner A, heuristic B, A B A B ...)--> gain, or revert
+///     --Timer::interleaved_us (winner A, heuristic B, interleaved)--> gain, or revert
 ///
 /// Selection and confirmation run over an injected Timer (tests use a fake);
 /// tune_launch() times real launches on a GPU (src/tuner_gpu.cpp).
@@ -58,8 +58,9 @@ class Timer {
   virtual ~Timer() = default;
   /// The median µs of `choice` alone (after warm-up).
   virtual double median_us(const TuningKey& key, const TunedChoice& choice) = 0;
-  /// Medians of `a` and `b` timed alternately (A B A B ...), so drift in clocks
-  /// or temperature hits both. The default times each with median_us().
+  /// Medians of `a` and `b` timed alternately (the GPU timer: in short blocks,
+  /// A A A B B B ...), so drift in clocks or temperature hits both. The
+  /// default times each with median_us().
   virtual std::pair<double, double> interleaved_us(const TuningKey& key, const TunedChoice& a, const TunedChoice& b) {
     return {median_us(key, a), median_us(key, b)};
   }
@@ -87,7 +88,7 @@ std::optional<TuningEntry> tune_key(const TuningKey& key, Timer& timer,
 struct TuneSettings {
   int warmup = 3;           ///< untimed launches per candidate (the first loads the kernel)
   int iters = 10;           ///< timed launches per candidate (median)
-  int confirm_rounds = 15;  ///< A B pairs in the interleaved re-timing
+  int confirm_rounds = 15;  ///< A-block B-block rounds in the interleaved re-timing
   /// Called once per candidate timed (after its median is known), for progress.
   std::function<void(const TunedChoice&, double median_us)> on_candidate;
 };

@@ -78,7 +78,7 @@ struct TuningEntry {
   TuningKey key;
   TunedChoice winner;
   std::vector<CandidateTime> candidates;  ///< every candidate's median, for the margin
-  /// The acceptance pass: winner and heuristic re-timed interleaved (A B A B ...)
+  /// The acceptance pass: winner and heuristic re-timed interleaved (tuner.hpp)
   /// after the selection; medians in µs, 0 when not run (winner == heuristic).
   double confirm_winner_us = 0, confirm_heuristic_us = 0;
   /// The winner lost that re-timing by more than the noise: the heuristic was kept.
