@@ -6,8 +6,8 @@
 #include <exception>
 
 #include "detail/log.hpp"
-#include "xqajit/decode_args.h"
 #include "gqa/hopper_geometry.h"
+#include "xqajit/decode_args.h"
 #include "xqajit/tuner.hpp"
 
 namespace xqajit {
@@ -40,9 +40,11 @@ bool candidate_fits(const KernelSpec& spec, const TunedChoice& choice) {
   const int arch = spec.arch.number(), kv_bytes = dtype_bytes(spec.kv);
   if (choice.backend == Backend::hopper) {
     if (choice.kv_tile < 64) return false;  // the swapped wgmma product needs 64 keys on M
-    return xqajit_gqa_hopper_geometry(spec.head_dim, spec.group, spec.q_len, choice.kv_tile, kv_bytes, arch).stages != 0;
+    return xqajit_gqa_hopper_geometry(spec.head_dim, spec.group, spec.q_len, choice.kv_tile, kv_bytes, arch)
+               .stages != 0;
   }
-  return xqajit_decode_geometry(spec.head_dim, spec.group, spec.q_len, choice.kv_tile, kv_bytes, arch).stages != 0;
+  return xqajit_decode_geometry(spec.head_dim, spec.group, spec.q_len, choice.kv_tile, kv_bytes, arch)
+             .stages != 0;
 }
 
 std::vector<TunedChoice> tuning_candidates(const KernelSpec& spec, const CandidateFilter& filter) {

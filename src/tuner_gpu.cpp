@@ -56,7 +56,8 @@ class LaunchTimer final : public Timer {
   // (geo-mean; up to 23 %) against its back-to-back median on an H200
   // (docs/PERF.md, "Tuner (session 3)"), which no serving loop does. Blocks
   // keep what interleaving is for (clock and thermal drift hit both alike).
-  std::pair<double, double> interleaved_us(const TuningKey&, const TunedChoice& a, const TunedChoice& b) override {
+  std::pair<double, double> interleaved_us(const TuningKey&, const TunedChoice& a,
+                                           const TunedChoice& b) override {
     constexpr int kBlock = 3;
     std::vector<float> sa, sb;
     for (int r = 0; r < std::max(settings_.confirm_rounds, 1); ++r) {
@@ -77,8 +78,8 @@ class LaunchTimer final : public Timer {
     std::vector<std::vector<float>> samples(choices.size());
     for (int r = 0; r < rounds; ++r)
       for (std::size_t i = 0; i < choices.size(); ++i) {
-        XQAJIT_CU_CHECK(api_, cuMemsetD32Async(flush_.ptr(), static_cast<unsigned>(++flushes_), flush_bytes_ / 4,
-                                               stream_));
+        XQAJIT_CU_CHECK(api_, cuMemsetD32Async(flush_.ptr(), static_cast<unsigned>(++flushes_),
+                                               flush_bytes_ / 4, stream_));
         XQAJIT_CU_CHECK(api_, cuEventRecord(events_.start, stream_));
         launch_(choices[i]);
         XQAJIT_CU_CHECK(api_, cuEventRecord(events_.stop, stream_));

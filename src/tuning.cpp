@@ -2,16 +2,16 @@
 
 #include <fcntl.h>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <unordered_map>
 
 #include "detail/fs.hpp"
-#include "xqajit/bundle.hpp"
 #include "detail/log.hpp"
+#include "xqajit/bundle.hpp"
 #include "xqajit/detail/sha256.hpp"
 
 namespace xqajit {
@@ -59,7 +59,7 @@ struct Active {
 };
 std::atomic<bool> g_have_active{false};
 thread_local bool t_heuristic_only = false;  // HeuristicPlansScope
-std::shared_ptr<const Active> g_active;  // accessed with std::atomic_load/store only
+std::shared_ptr<const Active> g_active;      // accessed with std::atomic_load/store only
 
 }  // namespace
 
@@ -92,9 +92,12 @@ std::string to_string(const TunedChoice& c) {
 
 std::string to_string(ChoiceSource s) {
   switch (s) {
-    case ChoiceSource::tuned: return "tuned";
-    case ChoiceSource::nearest: return "nearest";
-    case ChoiceSource::heuristic: break;
+    case ChoiceSource::tuned:
+      return "tuned";
+    case ChoiceSource::nearest:
+      return "nearest";
+    case ChoiceSource::heuristic:
+      break;
   }
   return "heuristic";
 }
@@ -138,7 +141,7 @@ void TuningTable::reindex() {
   groups_.clear();
   struct Pending {
     std::uint64_t hash;
-    std::size_t slot;  // index in groups_[hash]
+    std::size_t slot;                  // index in groups_[hash]
     std::vector<std::size_t> members;  // in put order
   };
   std::vector<Pending> pending;
@@ -167,7 +170,8 @@ void TuningTable::reindex() {
           const int d = std::abs(floor_log2(k.batch) - lb) +
                         std::abs(std::min(floor_log2(k.seq_len), kSeqSlots - 1) - ls);
           if (d < best_dist)
-            best_dist = d, group.answer[static_cast<std::size_t>(lb * kSeqSlots + ls)] = static_cast<std::int32_t>(i);
+            best_dist = d,
+            group.answer[static_cast<std::size_t>(lb * kSeqSlots + ls)] = static_cast<std::int32_t>(i);
         }
       }
   }
@@ -182,7 +186,8 @@ TunedLookup TuningTable::lookup(const std::string& device_name, int cc_major, in
     const auto& k = entries_[group.representative].key;
     // Hash collisions: the group must really match (compares in place, no allocation).
     if (k.device.name != device_name || k.device.toolchain != toolchain || k.device.sm_count != sm_count ||
-        k.device.cc_major != cc_major || k.device.cc_minor != cc_minor || !same_spec_minus_knobs(k.spec, spec))
+        k.device.cc_major != cc_major || k.device.cc_minor != cc_minor ||
+        !same_spec_minus_knobs(k.spec, spec))
       continue;
     const int lb = floor_log2(batch_bucket(batch));
     const int ls = std::min(floor_log2(seq_bucket(max_seq_len)), kSeqSlots - 1);
@@ -209,15 +214,25 @@ std::string TuningTable::to_json() const {
     const auto& s = k.spec;
     json cands = json::array();
     for (const auto& c : e.candidates)
-      cands.push_back({{"choice", choice_json(c.choice)}, {"median_us", c.median_us}, {"heuristic", c.heuristic}});
+      cands.push_back(
+          {{"choice", choice_json(c.choice)}, {"median_us", c.median_us}, {"heuristic", c.heuristic}});
     entries.push_back({
         {"device",
-         {{"name", k.device.name}, {"cc", {k.device.cc_major, k.device.cc_minor}}, {"sm_count", k.device.sm_count},
+         {{"name", k.device.name},
+          {"cc", {k.device.cc_major, k.device.cc_minor}},
+          {"sm_count", k.device.sm_count},
           {"toolchain", k.device.toolchain}}},
         {"spec",
-         {{"kind", to_string(s.kind)}, {"input", to_string(s.input)}, {"kv", to_string(s.kv)},
-          {"output", to_string(s.output)}, {"head_dim", s.head_dim}, {"page_size", s.page_size},
-          {"group", s.group}, {"q_len", s.q_len}, {"sliding_window", s.sliding_window}, {"arch", s.arch.str()}}},
+         {{"kind", to_string(s.kind)},
+          {"input", to_string(s.input)},
+          {"kv", to_string(s.kv)},
+          {"output", to_string(s.output)},
+          {"head_dim", s.head_dim},
+          {"page_size", s.page_size},
+          {"group", s.group},
+          {"q_len", s.q_len},
+          {"sliding_window", s.sliding_window},
+          {"arch", s.arch.str()}}},
         {"batch", k.batch},
         {"seq_len", k.seq_len},
         {"winner", choice_json(e.winner)},
@@ -271,8 +286,8 @@ TuningTable TuningTable::from_json(const std::string& text) {
     e.key.seq_len = j.at("seq_len").get<std::int64_t>();
     e.winner = choice_from(j.at("winner"));
     for (const auto& c : j.at("candidates"))
-      e.candidates.push_back({choice_from(c.at("choice")), c.at("median_us").get<double>(),
-                              c.value("heuristic", false)});
+      e.candidates.push_back(
+          {choice_from(c.at("choice")), c.at("median_us").get<double>(), c.value("heuristic", false)});
     e.confirm_winner_us = j.value("confirm_winner_us", 0.0);
     e.confirm_heuristic_us = j.value("confirm_heuristic_us", 0.0);
     e.reverted = j.value("reverted", false);
@@ -293,7 +308,8 @@ TuningTable load_tuning(const std::filesystem::path& file) {
   std::vector<char> bytes;
   if (auto ec = detail::read_whole_file(file, bytes)) {
     if (ec != std::errc::no_such_file_or_directory)
-      detail::logger()->warn("tuning table {} unreadable ({}); using the heuristic", file.string(), ec.message());
+      detail::logger()->warn("tuning table {} unreadable ({}); using the heuristic", file.string(),
+                             ec.message());
     return {};
   }
   try {
@@ -328,7 +344,8 @@ TuningTable load_bundle_tuning(const BundleReader& bundle) {
       const std::vector<char> bytes = bundle.read(e);  // checksum verified
       table.merge(TuningTable::from_json(std::string(bytes.begin(), bytes.end())));
     } catch (const std::exception& ex) {
-      detail::logger()->warn("bundle {}: tuning entry {} ignored: {}", bundle.path().string(), e.name, ex.what());
+      detail::logger()->warn("bundle {}: tuning entry {} ignored: {}", bundle.path().string(), e.name,
+                             ex.what());
     }
   }
   return table;
@@ -358,8 +375,8 @@ TunedLookup tuned_choice(const DeviceInfo& device, const KernelSpec& spec, std::
   if (t_heuristic_only || !g_have_active.load(std::memory_order_acquire)) return {};
   const auto active = std::atomic_load(&g_active);  // a refcount bump, no allocation
   if (!active) return {};
-  return active->table->lookup(device.name, device.cc_major, device.cc_minor, device.sm_count, active->toolchain,
-                               spec, batch, max_seq_len);
+  return active->table->lookup(device.name, device.cc_major, device.cc_minor, device.sm_count,
+                               active->toolchain, spec, batch, max_seq_len);
 }
 
 HeuristicPlansScope::HeuristicPlansScope() : previous_(t_heuristic_only) { t_heuristic_only = true; }

@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <random>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "support/process.hpp"
@@ -23,7 +23,8 @@ using namespace xqajit::test;
 namespace {
 
 std::size_t count_if_backend(const std::vector<TunedChoice>& v, Backend b) {
-  return static_cast<std::size_t>(std::count_if(v.begin(), v.end(), [b](const TunedChoice& c) { return c.backend == b; }));
+  return static_cast<std::size_t>(
+      std::count_if(v.begin(), v.end(), [b](const TunedChoice& c) { return c.backend == b; }));
 }
 
 DecodeParams gqa_params(int batch, int pages_per_seq) {
@@ -114,7 +115,7 @@ TEST_CASE("tuner: a winner that loses the interleaved re-timing is reverted to t
   const TunedChoice lucky{32, 16, Backend::portable};
   FakeTimer timer;
   timer.us[to_string(h)] = 50;
-  timer.us[to_string(lucky)] = 30;   // one lucky median in the selection ...
+  timer.us[to_string(lucky)] = 30;         // one lucky median in the selection ...
   timer.retimed[to_string(lucky)] = 51.5;  // ... but 3 % slower when A/B re-timed
   auto e = tune_key(key, timer);
   REQUIRE(e);
@@ -143,7 +144,8 @@ TEST_CASE("tuner: the heuristic is timed even when the filter drops it") {
   FakeTimer timer;
   timer.us[to_string(h)] = 20;
   timer.us[to_string(TunedChoice{32, 2, Backend::portable})] = 10;
-  auto e = tune_key(key, timer, [](const KernelSpec&, const TunedChoice& c) { return c.kv_tile == 32; }, h);
+  auto e = tune_key(
+      key, timer, [](const KernelSpec&, const TunedChoice& c) { return c.kv_tile == 32; }, h);
   REQUIRE(e);
   CHECK(e->candidates.front().choice == h);
   CHECK(e->candidates.front().heuristic);
@@ -204,7 +206,8 @@ TEST_CASE("tuning: the precomputed index answers exactly like a scan of the grou
         if (dist < best_d) best_d = dist, best = &e;
       }
       REQUIRE(best);
-      const TunedLookup r = t.lookup(d.name, d.cc_major, d.cc_minor, d.sm_count, d.toolchain, gqa_spec(), batch, seq);
+      const TunedLookup r =
+          t.lookup(d.name, d.cc_major, d.cc_minor, d.sm_count, d.toolchain, gqa_spec(), batch, seq);
       INFO("batch " << batch << " seq " << seq);
       CHECK(r.choice == best->winner);
       CHECK((r.source == ChoiceSource::tuned) == (best_d == 0 && ls <= 40));
@@ -248,7 +251,7 @@ TEST_CASE("tuner: prewarm follows the table: tuned variants of the set's specs a
     t.put(e);
   };
   add({32, 4, Backend::portable}, 1);
-  add({32, 8, Backend::portable}, 2);      // same variant: listed once
+  add({32, 8, Backend::portable}, 2);  // same variant: listed once
   add({128, 0, Backend::hopper}, 4);
   add({16, 0, Backend::portable}, 8, gqa_spec(), "another-toolchain");  // not this toolchain's
   add({0, 2, Backend::portable}, 1, mla_spec());
@@ -313,9 +316,10 @@ TEST_CASE("cli: prewarm compiles the tuned variants the table names for the set"
   TuningTable t;
   t.put(e);
   save_tuning(tuning_file(dir.path(), h100().name), t);
-  const auto r = test::run_cli_line("XQAJIT_CACHE_DIR=" + dir.path().string(),
-                                    "--json prewarm --threads kind=gqa input=bf16 head_dim=64 group=1 page_size=16 "
-                                    "arch=sm_90a");
+  const auto r =
+      test::run_cli_line("XQAJIT_CACHE_DIR=" + dir.path().string(),
+                         "--json prewarm --threads kind=gqa input=bf16 head_dim=64 group=1 page_size=16 "
+                         "arch=sm_90a");
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
   const auto doc = nlohmann::json::parse(r.out);

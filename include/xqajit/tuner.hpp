@@ -28,9 +28,9 @@ struct MlaDecodeParams;
 /// is an axis, and the fixed split counts tried beside the automatic one.
 struct CandidateSpace {
   Kind kind;
-  std::vector<int> kv_tiles;       ///< {0} = only the backend's default
-  bool backend_axis = false;       ///< every backend backends_for() offers on the arch
-  std::vector<int> fixed_splits;   ///< tried beside 0 (automatic)
+  std::vector<int> kv_tiles;      ///< {0} = only the backend's default
+  bool backend_axis = false;      ///< every backend backends_for() offers on the arch
+  std::vector<int> fixed_splits;  ///< tried beside 0 (automatic)
 };
 const CandidateSpace& candidate_space(Kind kind);
 
@@ -43,7 +43,8 @@ bool candidate_fits(const KernelSpec& spec, const TunedChoice& choice);
 
 /// Every candidate of spec's family that passes `filter`, in table order.
 /// Backends are always explicit (never automatic).
-std::vector<TunedChoice> tuning_candidates(const KernelSpec& spec, const CandidateFilter& filter = candidate_fits);
+std::vector<TunedChoice> tuning_candidates(const KernelSpec& spec,
+                                           const CandidateFilter& filter = candidate_fits);
 /// The choice the spec's defaults make (default kv_tile of the arch's first
 /// backend, automatic split count). The GPU tuner asks the plan instead
 /// (heuristic_choice(params, device) below), which also sees the shape.
@@ -61,7 +62,8 @@ class Timer {
   /// Medians of `a` and `b` timed alternately (the GPU timer: in short blocks,
   /// A A A B B B ...), so drift in clocks or temperature hits both. The
   /// default times each with median_us().
-  virtual std::pair<double, double> interleaved_us(const TuningKey& key, const TunedChoice& a, const TunedChoice& b) {
+  virtual std::pair<double, double> interleaved_us(const TuningKey& key, const TunedChoice& a,
+                                                   const TunedChoice& b) {
     return {median_us(key, a), median_us(key, b)};
   }
 };

@@ -40,19 +40,19 @@ std::int64_t seq_bucket(std::int64_t max_seq_len);
 
 /// Who ran it: the device and the toolchain that built the kernels.
 struct TuningDevice {
-  std::string name;           ///< e.g. "NVIDIA H100 80GB HBM3"
+  std::string name;  ///< e.g. "NVIDIA H100 80GB HBM3"
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;
-  std::string toolchain;      ///< the compiler fingerprint
+  std::string toolchain;  ///< the compiler fingerprint
 };
 
 /// The tuning key: device + spec without its variant knobs (kv_tile, backend)
 /// + shape bucket. q_len is part of the spec.
 struct TuningKey {
   TuningDevice device;
-  KernelSpec spec;            ///< kv_tile and backend are ignored
-  int batch = 1;              ///< a bucket
-  std::int64_t seq_len = 1;   ///< a bucket
+  KernelSpec spec;           ///< kv_tile and backend are ignored
+  int batch = 1;             ///< a bucket
+  std::int64_t seq_len = 1;  ///< a bucket
 };
 bool same_group(const TuningKey& a, const TuningKey& b);  ///< device and spec equal
 bool operator==(const TuningKey& a, const TuningKey& b);
@@ -71,7 +71,7 @@ std::string to_string(const TunedChoice& c);  ///< "kv_tile=64 splits=auto backe
 struct CandidateTime {
   TunedChoice choice;
   double median_us = 0;
-  bool heuristic = false;     ///< the plan the heuristic would have chosen
+  bool heuristic = false;  ///< the plan the heuristic would have chosen
 };
 
 struct TuningEntry {
@@ -133,7 +133,7 @@ class TuningTable {
   static constexpr int kBatchSlots = 12;  // 1 ... 2048
   static constexpr int kSeqSlots = 41;    // 1 ... 2^40
   struct Group {
-    std::size_t representative = 0;  // an entry of the group (collision check)
+    std::size_t representative = 0;    // an entry of the group (collision check)
     std::vector<std::int32_t> answer;  // kBatchSlots * kSeqSlots entry indices
   };
   void insert(TuningEntry entry);  // put() without reindex()

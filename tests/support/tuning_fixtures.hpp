@@ -71,7 +71,8 @@ struct FakeTimer : Timer {
   // The interleaved re-timing: `retimed` overrides a choice's µs there.
   std::map<std::string, double> retimed;
   int interleaved_calls = 0;
-  std::pair<double, double> interleaved_us(const TuningKey& key, const TunedChoice& a, const TunedChoice& b) override {
+  std::pair<double, double> interleaved_us(const TuningKey& key, const TunedChoice& a,
+                                           const TunedChoice& b) override {
     ++interleaved_calls;
     const auto pick = [&](const TunedChoice& c) {
       auto it = retimed.find(to_string(c));

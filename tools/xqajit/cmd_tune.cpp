@@ -47,9 +47,9 @@ std::string choice_label(const TunedChoice& c, Kind kind) {
 
 std::string key_label(const TuningKey& k) {
   const auto& s = k.spec;
-  return fmt::format("{} {} kv={} d{} p{} g{} q{}{} {}  batch {:>4}  seq {:>6}", to_string(s.kind), to_string(s.input),
-                     to_string(s.kv), s.head_dim, s.page_size, s.group, s.q_len, s.sliding_window ? " sw" : "",
-                     s.arch.str(), k.batch, k.seq_len);
+  return fmt::format("{} {} kv={} d{} p{} g{} q{}{} {}  batch {:>4}  seq {:>6}", to_string(s.kind),
+                     to_string(s.input), to_string(s.kv), s.head_dim, s.page_size, s.group, s.q_len,
+                     s.sliding_window ? " sw" : "", s.arch.str(), k.batch, k.seq_len);
 }
 
 TunedChoice heuristic_of(const TuningEntry& e) {
@@ -79,7 +79,8 @@ std::string summary_line(const TuningEntry& e) {
 void print_entry(const TuningEntry& e, bool candidates) {
   if (candidates) {
     std::vector<CandidateTime> sorted = e.candidates;
-    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.median_us < b.median_us; });
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto& a, const auto& b) { return a.median_us < b.median_us; });
     for (const auto& c : sorted)
       fmt::print("    {:<22} {:9.2f} us{}{}\n", choice_label(c.choice, e.key.spec.kind), c.median_us,
                  c.heuristic ? "  heuristic" : "", c.choice == e.winner ? "  <- winner" : "");
@@ -114,8 +115,8 @@ std::vector<KernelSpec> tunable_specs(const SpecSet& set, const Arch& arch) {
   for (KernelSpec s : set.specs) {
     s.kv_tile = 0, s.backend = Backend::automatic;
     if (s.arch != arch) {
-      fmt::print(stderr, "tune: {} skipped: built for {}, this GPU runs {}\n", canonical_name(s), s.arch.str(),
-                 arch.str());
+      fmt::print(stderr, "tune: {} skipped: built for {}, this GPU runs {}\n", canonical_name(s),
+                 s.arch.str(), arch.str());
       continue;
     }
     if (seen.insert(canonical_name(s)).second) out.push_back(s);
@@ -124,8 +125,8 @@ std::vector<KernelSpec> tunable_specs(const SpecSet& set, const Arch& arch) {
 }
 
 // Every candidate variant compiled (or found) over worker processes first.
-void prewarm_candidates(const GlobalFlags& flags, const Options& options, const std::vector<KernelSpec>& specs,
-                        int jobs) {
+void prewarm_candidates(const GlobalFlags& flags, const Options& options,
+                        const std::vector<KernelSpec>& specs, int jobs) {
   std::vector<KernelSpec> variants;
   std::set<std::string> seen;
   for (const auto& s : specs)
@@ -147,8 +148,9 @@ void prewarm_candidates(const GlobalFlags& flags, const Options& options, const 
     prewarm_in_processes(flags, variants, workers, on_done);
   else
     Engine(options).prewarm(variants, workers, on_done);
-  fmt::print(stderr, "tune: {} candidate kernels ready in {:.1f} s ({} failed: those candidates are skipped)\n",
-             variants.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), failed);
+  fmt::print(
+      stderr, "tune: {} candidate kernels ready in {:.1f} s ({} failed: those candidates are skipped)\n",
+      variants.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), failed);
 }
 
 int run_tune(const TuneArgs& args, const GlobalFlags& flags) {
@@ -176,7 +178,8 @@ int run_tune(const TuneArgs& args, const GlobalFlags& flags) {
   } owner{api, stream};
 
   const std::size_t keys = specs.size() * args.batches.size() * args.seq_lens.size();
-  const auto file = args.file.empty() ? tuning_file(options.cache_dir, info.name) : std::filesystem::path(args.file);
+  const auto file =
+      args.file.empty() ? tuning_file(options.cache_dir, info.name) : std::filesystem::path(args.file);
   ProgressBar bar(keys);
   TuneSettings settings = args.settings;
   std::size_t timed = 0;
@@ -225,8 +228,8 @@ int run_tune(const TuneArgs& args, const GlobalFlags& flags) {
     doc["skipped"] = skipped;
     fmt::print("{}\n", doc.dump(1));
   } else {
-    fmt::print("{} keys tuned in {:.1f} s ({} skipped); written to {}\n", table.entries().size(), secs, skipped,
-               file.string());
+    fmt::print("{} keys tuned in {:.1f} s ({} skipped); written to {}\n", table.entries().size(), secs,
+               skipped, file.string());
   }
   return 0;
 }
@@ -236,9 +239,11 @@ int run_tune(const TuneArgs& args, const GlobalFlags& flags) {
 void add_tune_command(CLI::App& app, GlobalFlags& flags, int& exit_code) {
   auto args = std::make_shared<TuneArgs>();
   args->set.skip_invalid = true;  // a product's invalid corners are not worth a failure here
-  CLI::App* cmd = app.add_subcommand("tune", "Time every variant per shape bucket on this GPU; write the tuning table");
+  CLI::App* cmd =
+      app.add_subcommand("tune", "Time every variant per shape bucket on this GPU; write the tuning table");
   cmd->add_flag("--show", args->show, "Print the tuning tables in the cache root (or --file) and exit");
-  cmd->add_option("--file", args->file, "The tuning table to write/show (default <cache>/tuning/<device>.json)");
+  cmd->add_option("--file", args->file,
+                  "The tuning table to write/show (default <cache>/tuning/<device>.json)");
   cmd->add_option("--batch", args->batches, "Batch sizes (comma-separated)")->delimiter(',');
   cmd->add_option("--seq-len", args->seq_lens, "Longest sequence lengths (comma-separated)")->delimiter(',');
   cmd->add_option("--warmup", args->settings.warmup, "Untimed launches per candidate");

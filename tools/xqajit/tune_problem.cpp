@@ -49,15 +49,17 @@ TuneProblem::TuneProblem(const detail::CudaApi& api, CUstream stream, const Kern
   const std::int64_t pages = static_cast<std::int64_t>(batch) * pages_per_seq;
   const std::size_t tokens = static_cast<std::size_t>(pages) * s.page_size;
   const bool mla = s.kind == Kind::mla;
-  const std::size_t q_elems = static_cast<std::size_t>(batch) * s.q_len * (mla ? s.group * 576 : kTuneKvHeads * s.group * s.head_dim);
-  const std::size_t out_bytes = mla ? static_cast<std::size_t>(batch) * s.q_len * s.group * 512 * 2
-                                    : q_elems * dtype_bytes(s.output);
+  const std::size_t q_elems =
+      static_cast<std::size_t>(batch) * s.q_len * (mla ? s.group * 576 : kTuneKvHeads * s.group * s.head_dim);
+  const std::size_t out_bytes =
+      mla ? static_cast<std::size_t>(batch) * s.q_len * s.group * 512 * 2 : q_elems * dtype_bytes(s.output);
   const std::size_t kv_bytes = tokens * (mla ? 576 : kTuneKvHeads * s.head_dim) * dtype_bytes(s.kv);
   const std::size_t need = q_elems * dtype_bytes(s.input) + out_bytes + kv_bytes * (mla ? 1 : 2) + pages * 4;
   if (need > free_bytes)
-    throw Error(fmt::format("batch {} x seq_len {} needs {:.1f} GiB of device memory, more than the {:.1f} GiB the "
-                            "tuner allows itself: skipped",
-                            batch, seq_len, need / 1073741824.0, free_bytes / 1073741824.0));
+    throw Error(
+        fmt::format("batch {} x seq_len {} needs {:.1f} GiB of device memory, more than the {:.1f} GiB the "
+                    "tuner allows itself: skipped",
+                    batch, seq_len, need / 1073741824.0, free_bytes / 1073741824.0));
 
   // Block tables: a random permutation of the pool, as pages come from a free list.
   std::vector<std::int32_t> table(static_cast<std::size_t>(pages));
