@@ -426,7 +426,9 @@ std::vector<KernelSpec> with_tuned_variants(const std::vector<KernelSpec>& specs
     if (!name.empty() && seen.emplace(name, true).second) out.push_back(s);
   };
   for (const auto& s : specs) {
-    if (s.kv_tile != 0 || s.backend != Backend::automatic) continue;  // explicit knobs: plans skip the table
+    // An explicit tile: its launches skip the table. An explicit backend may be
+    // a spec set's expansion of backend=auto (launch_backends), so it still counts.
+    if (s.kv_tile != 0) continue;
     for (const auto& e : table.entries()) {
       if (!toolchain.empty() && e.key.device.toolchain != toolchain) continue;
       if (!same_spec_minus_knobs(e.key.spec, s)) continue;

@@ -272,10 +272,14 @@ TEST_CASE("tuner: prewarm follows the table: tuned variants of the set's specs a
   mla_portable.backend = Backend::portable;
   const auto got = names(specs);
   CHECK(got == names({gqa_spec(), mla_spec(), t32, h128, mla_portable}));
-  // A spec with explicit knobs never consults the table, so nothing is added for it.
+  // A spec with an explicit tile never consults the table, so nothing is added for it.
   KernelSpec fixed = gqa_spec();
   fixed.kv_tile = 64;
   CHECK(engine.prewarm_specs({fixed}).size() == 1);
+  // An explicit backend may be a spec set's expansion of backend=auto: it still follows the table.
+  KernelSpec expanded = gqa_spec();
+  expanded.backend = Backend::portable;
+  CHECK(names(engine.prewarm_specs({expanded})) == names({expanded, t32, h128}));
   // Without a table (or with tuning off) the set is unchanged.
   o.tuning = "off";
   CHECK(Engine(o).prewarm_specs(set).size() == 2);

@@ -190,7 +190,7 @@ class HeuristicPlansScope {
 /// "off". Never throws (a bad table is skipped with a warning).
 TuningTable load_tuning_tables(const Options& options);
 
-/// `specs` plus, for each spec whose knobs are automatic, the variant every
+/// `specs` plus, for each spec whose kv_tile is automatic, the variant every
 /// matching entry of `table` chose (its kv_tile and backend), so that a tuned
 /// launch never compiles. Entries of another toolchain are skipped unless
 /// `toolchain` is empty. `specs` come first, as given; then each variant not
