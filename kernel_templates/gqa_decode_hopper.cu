@@ -25,9 +25,10 @@
 //    16-byte chunk 4g + c of key rows r and r + 8: logical head dim 16 (4g + s)
 //    + {2c, 2c+1 | 2c+8, 2c+9} is actual dim 64 g + 16 c + 4 s + {0,1 | 2,3};
 //    Q is staged in that logical order.
-//  * O^T, A = V^T: thread (w, r) owns actual dims (16 w + r) * kVBytes + j, j <
-//    kVBytes = 2 * kDBlocks (one 4-byte word per key row at D = 128); logical
-//    row 16 w + r + 8 h of block db is actual dim (16 w + r) * kVBytes + 2 db + h.
+//  * O^T, A = V^T: thread (w, r) owns actual dims (8 w + r) * kVBytes + j, j <
+//    kVBytes = 2 * kDBlocks (one 4-byte word per key row at D = 128; 32 threads
+//    of distinct (w, r) x kVBytes = D); logical row 16 w + r + 8 h of block db
+//    is actual dim (8 w + r) * kVBytes + 2 db + h.
 //    k-step ks reads key rows 16 ks + 4 c + {0..3}: logical key 2 c + e is actual
 //    4 c + e, logical 2 c + 8 + e is actual 4 c + 2 + e; P is stored in logical
 //    key order, the output un-permuted at the end.
@@ -119,10 +120,12 @@ __device__ __forceinline__ int p_key(int key) {
   const int a = key & 15;
   return (key & ~15) + 8 * ((a >> 1) & 1) + 2 * (a >> 2) + (a & 1);
 }
+// fp8: first of the kVBytes adjacent head dims thread (warp, lane / 4) owns in O^T.
+__device__ __forceinline__ int fp8_v_dim0(int lane, int warp) { return (8 * warp + (lane >> 2)) * kVBytes; }
 // Actual head dim of O^T accumulator register i of block db (see the fp8 maps above).
 __device__ __forceinline__ int out_dim(int db, int i, int lane, int warp) {
   const int half = (i >> 1) & 1;
-  if constexpr (kFp8Cache) return (16 * warp + (lane >> 2)) * kVBytes + 2 * db + half;
+  if constexpr (kFp8Cache) return fp8_v_dim0(lane, warp) + 2 * db + half;
   return 64 * db + 16 * warp + (lane >> 2) + 8 * half;
 }
 // Actual head dim of logical head dim `k` (Q's staging order; identity for 16-bit).
@@ -433,7 +436,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
       // Key rows 16 ks + 4 (lane % 4) + {0..3}, the thread's kVBytes dims of each.
       // Every fragment of the tile is built before the first wgmma (one fence).
       u32 a[kTile / 16][kDBlocks][4];
-      const int dim0 = (16 * warp + (lane >> 2)) * kVBytes;
+      const int dim0 = fp8_v_dim0(lane, warp);
 #pragma unroll
       for (int ks = 0; ks < kTile / 16; ++ks) {
         const int tok0 = 16 * ks + 4 * (lane & 3);

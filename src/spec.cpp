@@ -192,6 +192,18 @@ std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
   return {Backend::portable};
 }
 
+std::vector<Backend> launch_backends(const KernelSpec& spec) {
+  if (spec.backend != Backend::automatic) return {spec.backend};
+  const auto have = backends_for(spec.kind, spec.arch);
+  // decode_plan picks GQA's hopper backend only for an fp8 cache at q_len 1 with
+  // the default (or a >= 64) tile; everything else keeps the spec's own resolution.
+  const bool gqa_hopper = spec.kind == Kind::gqa && spec.kv == DType::fp8 && spec.q_len == 1 &&
+                          (spec.kv_tile == 0 || spec.kv_tile >= 64) &&
+                          std::find(have.begin(), have.end(), Backend::hopper) != have.end();
+  if (gqa_hopper) return {have.front(), Backend::hopper};
+  return {have.front()};
+}
+
 std::string to_string(DType d) {
   switch (d) {
     case DType::fp16: return "fp16";

@@ -93,8 +93,13 @@ SpecSet expand(const std::vector<FieldProduct>& products, const ExpandOptions& o
     check_product(product, options.source, index);
     for_each_combination(product, [&](const std::map<std::string, std::string>& fields) {
       try {
-        KernelSpec spec = spec_from_fields(fields, options.default_arch);
-        if (seen.insert(canonical_name(spec)).second) result.specs.push_back(spec);
+        const KernelSpec spec = spec_from_fields(fields, options.default_arch);
+        // backend=auto: every backend a launch may pick (GQA on sm_90a picks per shape).
+        for (const Backend backend : launch_backends(spec)) {
+          KernelSpec variant = spec;
+          variant.backend = backend;
+          if (seen.insert(canonical_name(variant)).second) result.specs.push_back(variant);
+        }
       } catch (const SpecError& e) {
         if (!options.skip_invalid)
           throw SpecError(located(options.source, index, e.field()), e.value(),

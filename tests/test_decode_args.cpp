@@ -166,6 +166,46 @@ TEST_CASE("decode_spec and decode_plan derive the kernel and the split", "[decod
   CHECK(static_cast<long>(plan.num_splits) * plan.split_tokens <= 256 + 64 + 64);
 }
 
+TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
+  DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
+  p.kv = DType::fp8;
+  // Bulk fp8 work on sm_90a (B x Hkv x keys >= 2^19): the hopper backend, tile 64.
+  p.batch = 64;
+  p.max_pages_per_seq = 64;  // 4096 keys
+  DecodePlan plan = decode_plan(p, h100());
+  CHECK(plan.spec.backend == Backend::hopper);
+  CHECK(normalized(plan.spec).kv_tile == 64);
+  p.batch = 1;
+  p.max_pages_per_seq = 1024;  // one 65536-key request is bulk too
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
+  // One short request, a 16-bit cache, speculative decoding or a short window: portable.
+  p.max_pages_per_seq = 128;
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
+  p.max_pages_per_seq = 1024;
+  p.sliding_window = 1024;
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
+  p.sliding_window = 0;
+  p.batch = 64;
+  p.max_pages_per_seq = 64;
+  p.q_len = 4;
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
+  p.q_len = 1;
+  p.kv = DType::bf16;
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
+  // Only sm_90a has the hopper backend; an explicit backend or tile is honoured.
+  p.kv = DType::fp8;
+  CHECK(decode_plan(p, rtx_sm120()).spec.backend == Backend::portable);
+  p.kv_tile = 32;
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
+  p.kv_tile = 0;
+  p.backend = Backend::portable;
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
+  p.batch = 1;
+  p.max_pages_per_seq = 128;
+  p.backend = Backend::hopper;
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
+}
+
 TEST_CASE("the GQA family compiles for sm_90a and sm_120a (representative sample)", "[decode][nvrtc]") {
   Options o = Options::from_env();
   o.disk_cache = false;

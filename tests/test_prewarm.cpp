@@ -65,7 +65,8 @@ TEST_CASE("Engine::prewarm over several workers compiles each spec once", "[prew
   std::vector<KernelSpec> specs =
       expand(
           parse_spec_json(R"([{"input": ["fp16", "bf16"], "head_dim": 64, "page_size": 16, "arch": "sm_90a"},
-                                 {"input": "bf16", "kv": "fp8", "head_dim": 64, "page_size": 32, "arch": "sm_90a"}])"))
+                                 {"input": "bf16", "kv": "fp8", "head_dim": 64, "page_size": 32, "arch": "sm_90a",
+                                  "backend": "portable"}])"))
           .specs;
   REQUIRE(specs.size() == 3);
   specs.push_back(specs[0]);

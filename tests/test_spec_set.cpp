@@ -75,7 +75,7 @@ TEST_CASE("an invalid combination is an error naming the object and field", "[sp
 
   SECTION("skip_invalid collects it and keeps the rest") {
     const SpecSet set = expand_json(text, /*skip_invalid=*/true);
-    CHECK(set.specs.size() == 4);  // 1 + (bf16 x 2 archs) + (fp8 x sm_90a)
+    CHECK(set.specs.size() == 5);  // 1 + (bf16 x 2 archs) + (fp8 x sm_90a: portable and hopper)
     REQUIRE(set.skipped.size() == 1);
     CHECK_THAT(set.skipped[0], Catch::Contains("specs.json[1]") && Catch::Contains("arch=sm_80"));
   }
@@ -145,24 +145,28 @@ TEST_CASE("FIELD=VALUE arguments with comma-separated lists", "[spec_set]") {
 
 TEST_CASE("the serving-gqa preset covers the serving GQA family", "[spec_set][preset]") {
   const Arch sm90a = Arch::parse("sm_90a"), sm120a = Arch::parse("sm_120a"), sm80 = Arch::parse("sm_80");
-  // fp16/bf16 x (same or fp8 cache) x 4 pages x 3 head dims x 4 groups
+  // fp16/bf16 x (same or fp8 cache) x 4 pages x 3 head dims x 4 groups, and on
+  // sm_90a each fp8 spec once more with the hopper backend (decode_plan may pick it).
   const SpecSet hopper = expand(preset("serving-gqa", {sm90a}));
-  CHECK(hopper.specs.size() == 2 * 2 * 4 * 3 * 4);
+  CHECK(hopper.specs.size() == 2 * 2 * 4 * 3 * 4 + 96);
   CHECK(hopper.skipped.empty());
   std::set<int> pages, dims, groups;
-  int fp8 = 0;
+  int fp8 = 0, fp8_hopper = 0;
   for (const auto& s : hopper.specs) {
     pages.insert(s.page_size), dims.insert(s.head_dim), groups.insert(s.group);
     fp8 += s.kv == DType::fp8;
+    fp8_hopper += s.kv == DType::fp8 && s.backend == Backend::hopper;
+    CHECK((s.backend == Backend::hopper) == (s.kv == DType::fp8 && normalized(s).backend == Backend::hopper));
     CHECK(s.arch == sm90a);
   }
   CHECK(pages == std::set<int>{16, 32, 64, 128});
   CHECK(dims == std::set<int>{64, 128, 256});
   CHECK(groups == std::set<int>{1, 2, 4, 8});
-  CHECK(fp8 == 96);
+  CHECK(fp8 == 192);
+  CHECK(fp8_hopper == 96);
 
   // Two archs at once; fp8 is left out where the arch cannot run it.
-  CHECK(expand(preset("serving-gqa", {sm90a, sm120a})).specs.size() == 384);
+  CHECK(expand(preset("serving-gqa", {sm90a, sm120a})).specs.size() == 480);
   CHECK(expand(preset("serving-gqa", {sm80})).specs.size() == 96);
 
   // serving-mla: 3 dtype pairs x H 16/128 x q_len 1/2 per arch; bf16 only before sm_89.
@@ -176,8 +180,9 @@ TEST_CASE("the serving-gqa preset covers the serving GQA family", "[spec_set][pr
 
   const SpecSet smoke = expand(preset("smoke", {sm90a}));
   CHECK(smoke.specs.size() >= 2);
-  CHECK(smoke.specs.size() <= 4);
-  CHECK(expand(preset("smoke", {sm80})).specs.size() == smoke.specs.size());
+  CHECK(smoke.specs.size() <= 5);
+  // sm_90a adds the hopper variant of the smoke set's fp8 spec.
+  CHECK(expand(preset("smoke", {sm80})).specs.size() + 1 == smoke.specs.size());
 
   CHECK(spec_error([&] { preset("serving", {sm90a}); }).field() == "--preset");
   CHECK(spec_error([] { preset("smoke", {}); }).field() == "arch");

@@ -45,8 +45,13 @@ constexpr XqajitDecodeGeometry xqajit_gqa_hopper_geometry(int head_dim, int grou
   const int merge_bytes = g.rows_per_cta * (head_dim + 4) * 4 + g.rows_per_cta * 2 * 4;
   const int budget = xqajit_smem_budget(arch);
   const int fixed = 1024 + g.q_bytes + g.convert_bytes;
-  // Two CTAs per SM, 2 to 4 stages.
-  int stages = (budget / 2 - fixed) / g.stage_bytes;
+  // CTAs per SM: each CTA is one warpgroup whose per-tile chain (wgmma, the column
+  // max across warps, P, wgmma) is latency-bound, so more CTAs hide it; a 16-bit
+  // tile carries twice the bytes per chain and wants deeper stages instead
+  // (H200, same-run A/B, docs/KERNEL_NOTES.md h3: fp8 at 4 CTAs/SM x 3 stages
+  // 162 -> 132 us at 64x4096; bf16 at 2 stages 239 -> 305 us). 2 to 4 stages.
+  const int ctas_per_sm = cache_bytes == 1 ? 4 : 2;
+  int stages = (budget / ctas_per_sm - fixed) / g.stage_bytes;
   stages = xqajit_max_(2, xqajit_min_(4, stages));
   g.union_bytes = xqajit_max_(stages * g.stage_bytes + g.convert_bytes, merge_bytes);
   g.smem_bytes = 1024 + g.q_bytes + g.union_bytes;

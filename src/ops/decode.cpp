@@ -138,15 +138,23 @@ KernelSpec decode_spec(const DecodeParams& p, const Arch& arch) {
   return s;
 }
 
-static bool hopper_decode_available(const DecodeParams& p, const Arch& arch) {
-  const auto have = backends_for(Kind::gqa, arch);
-  return std::find(have.begin(), have.end(), Backend::hopper) != have.end() &&
-         (p.kv_tile == 0 || p.kv_tile >= 64);
-}
-
-static Backend default_decode_backend(const DecodeParams& p, const Arch& arch) {
-  if (!hopper_decode_available(p, arch)) return Backend::portable;
-  return Backend::portable;  // the measured per-shape rule: docs/KERNEL_NOTES.md (hopper v1)
+// backend=auto on an arch with both backends: the measured per-shape rule (H200,
+// same-run A/B, docs/KERNEL_NOTES.md h3). hopper wins an fp8 cache at q_len 1 once
+// the work covers the GPU more than once (64x4096: 131.6 vs 144.6 us; 128x8192:
+// 521 vs 572; 16x4096: 39.4 vs 43.1; B=1 L=65536: 42.3 vs 44.6); portable keeps
+// short single requests (B=1 L=8192 fp8: 12.8 vs 13.6: its 16 splits of 8 tiles
+// expose the hopper CTA's per-tile chain), 16-bit caches (equal within 1 % in
+// bulk, 14.7 vs 16.8 us at B=1) and speculative decoding (q_len 8 fp8: 221 vs 236).
+// Which backends an auto spec may pick is launch_backends (spec.cpp): prewarm
+// compiles each of them.
+static Backend default_decode_backend(const DecodeParams& p, const KernelSpec& spec) {
+  constexpr std::int64_t kHopperMinHeadKeys = std::int64_t{1} << 19;  // e.g. B=1 L=65536 Hkv 8
+  const auto may = launch_backends(spec);
+  if (std::find(may.begin(), may.end(), Backend::hopper) == may.end()) return may.front();
+  std::int64_t keys = static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size;
+  if (p.sliding_window > 0) keys = std::min<std::int64_t>(keys, p.sliding_window + p.q_len - 1);
+  const std::int64_t head_keys = static_cast<std::int64_t>(p.batch) * p.num_kv_heads * keys;
+  return head_keys >= kHopperMinHeadKeys ? Backend::hopper : may.front();
 }
 
 DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
@@ -165,7 +173,7 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
     }
   }
   // --- end tuning ---
-  if (p.backend == Backend::automatic) p.backend = default_decode_backend(p, arch);
+  if (p.backend == Backend::automatic) p.backend = default_decode_backend(p, decode_spec(p, arch));
   plan.spec = normalized(decode_spec(p, arch));
   const int tile = plan.spec.kv_tile;
   const bool hopper = plan.spec.backend == Backend::hopper;

@@ -4,7 +4,7 @@
 // shapes), GB/s of K+V read and that as a percentage of the copy bandwidth.
 // Also the NVRTC seconds of each spec (memory-only engine: every spec compiles).
 //
-//   bench_decode [--quick | --sweep | --only "A|B"]    (prints a table; JSON lines to stderr)
+//   bench_decode [--quick | --sweep | --waves | --only "A|B"]    (prints a table; JSON lines to stderr)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -105,6 +105,18 @@ int main(int argc, char** argv) {
       for (int sp : {0, 4, 6}) shapes.push_back({32, 4096, 16, 4, 256, bf, f8, 64, 0, sp});
       shapes.push_back({32, 4096, 16, 4, 256, bf, f8, 64, 64, 0});
       shapes.push_back({128, 8192, 32, 8, 128, bf, f8, 64, 64, 0});
+    }
+
+    // --waves: forced split counts where the CTAs fill a fraction of their last wave
+    // (wave quantisation; docs/KERNEL_NOTES.md, hopper h3), and B=1 split counts.
+    if (argc > 1 && std::string(argv[1]) == "--waves") {
+      shapes.clear();
+      for (DType kv : {bf, f8}) {
+        for (int sp : {0, 1, 2, 3, 4}) shapes.push_back({64, 4096, 32, 8, 128, bf, kv, 64, 0, sp});
+        for (int sp : {0, 1, 2, 3}) shapes.push_back({128, 8192, 32, 8, 128, bf, kv, 64, 0, sp});
+        for (int sp : {0, 8, 16, 24, 32, 48}) shapes.push_back({1, 8192, 32, 8, 128, bf, kv, 64, 0, sp});
+      }
+      for (int sp : {0, 2, 3, 4, 6}) shapes.push_back({16, 4096, 32, 8, 128, bf, f8, 64, 0, sp});
     }
 
     Options opts = Options::from_env();
