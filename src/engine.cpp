@@ -93,6 +93,7 @@ struct Engine::Impl {
   std::unordered_map<std::string, CubinRef> memory;
   std::unordered_map<std::string, std::shared_future<CubinRef>> inflight;
   EngineStats stats;
+  std::shared_ptr<const TuningTable> tuning;  // what this engine published (guarded by mu)
 
   std::shared_mutex kernels_mu;
   std::unordered_map<KernelKey, std::shared_ptr<LoadedKernel>, KernelKeyHash> kernels;
@@ -209,32 +210,10 @@ Engine::Engine(Options options) : impl_(std::make_unique<Impl>(std::move(options
 // Tuning (#8): publish the tuning table(s) for decode_plan / mla_decode_plan.
 // Never fatal: an unreadable table means heuristic plans.
 void Engine::activate_tuning() {
-  const Options& o = impl_->options;
-  if (o.tuning == "off") return set_active_tuning(nullptr);
-  auto table = std::make_shared<TuningTable>();
-  if (!o.tuning.empty()) {
-    table->merge(load_tuning(o.tuning));
-  } else {
-    std::error_code ec;
-    for (const auto& f : std::filesystem::directory_iterator(o.cache_dir / "tuning", ec))
-      if (f.path().extension() == ".json") table->merge(load_tuning(f.path()));
-    // Bundles ship tuning too (bundle pack --with-tuning); the cache root's own tables win.
-    TuningTable shipped;
-    for (const auto& b : o.bundles) {
-      std::vector<std::filesystem::path> files{b};
-      if (std::filesystem::is_directory(b, ec)) {
-        files.clear();
-        for (const auto& f : std::filesystem::directory_iterator(b, ec))
-          if (f.path().extension() == ".xqab") files.push_back(f.path());
-      }
-      for (const auto& f : files) try {
-          shipped.merge(load_bundle_tuning(BundleReader::open(f)));
-        } catch (const std::exception&) {
-          // the bundle set warns about a bad bundle already
-        }
-    }
-    shipped.merge(*table);
-    *table = std::move(shipped);
+  auto table = std::make_shared<const TuningTable>(load_tuning_tables(impl_->options));
+  {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    impl_->tuning = table;
   }
   // The snapshot is process-wide: the engine made last decides (empty = heuristic).
   if (table->empty()) return set_active_tuning(nullptr);
@@ -242,6 +221,40 @@ void Engine::activate_tuning() {
     set_active_tuning(std::move(table), fingerprint());
   } catch (const std::exception& e) {
     detail::logger()->warn("tuning table not used: {}", e.what());
+  }
+}
+
+std::shared_ptr<const TuningTable> Engine::tuning() const {
+  std::lock_guard<std::mutex> g(impl_->mu);
+  return impl_->tuning;
+}
+
+std::vector<KernelSpec> Engine::prewarm_specs(const std::vector<KernelSpec>& specs) const {
+  const auto table = tuning();
+  return table ? with_tuned_variants(specs, *table, fingerprint()) : specs;
+}
+
+void Engine::publish_tuning(const TuningEntry& entry) {
+  const Options& o = impl_->options;
+  if (o.tuning == "off") return;  // plans are heuristic by request: nothing would read it
+  std::shared_ptr<const TuningTable> next;
+  {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    auto table = std::make_shared<TuningTable>(impl_->tuning ? *impl_->tuning : TuningTable{});
+    table->put(entry);
+    impl_->tuning = next = std::move(table);
+  }
+  set_active_tuning(next, fingerprint());
+  if (!o.tuning.empty() || impl_->disk) {  // persisted where this engine reads tables from
+    TuningTable one;
+    one.put(entry);
+    const auto file =
+        o.tuning.empty() ? tuning_file(o.cache_dir, entry.key.device.name) : std::filesystem::path(o.tuning);
+    try {
+      save_tuning(file, one);
+    } catch (const std::exception& e) {
+      detail::logger()->warn("tuned choice kept in memory only: {}", e.what());
+    }
   }
 }
 Engine::~Engine() = default;
@@ -318,7 +331,9 @@ const LoadedKernel& Engine::kernel(const KernelSpec& requested, int device, Stre
 
 std::vector<PrewarmResult> Engine::prewarm(const std::vector<KernelSpec>& requested, int jobs,
                                            const std::function<void(const PrewarmResult&)>& on_done) {
-  const std::vector<KernelSpec> specs = launch_variants(requested);
+  // Every kernel a launch may use: each backend an auto spec's plan picks from
+  // (launch_variants), plus the tuned variants the table names (prewarm_specs).
+  const std::vector<KernelSpec> specs = prewarm_specs(launch_variants(requested));
   std::vector<PrewarmResult> results(specs.size());
   if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   jobs = std::min<int>(jobs, static_cast<int>(std::max<size_t>(1, specs.size())));

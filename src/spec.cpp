@@ -195,11 +195,9 @@ std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
 std::vector<Backend> launch_backends(const KernelSpec& spec) {
   if (spec.backend != Backend::automatic) return {spec.backend};
   const auto have = backends_for(spec.kind, spec.arch);
-  // decode_plan may pick GQA's hopper backend at q_len 1 with the default (or a
-  // >= 64) tile, for an fp8 cache or a 16-bit one at head_dim 128 (where it was
-  // measured ahead); everything else keeps the spec's own resolution.
-  const bool gqa_hopper = spec.kind == Kind::gqa && spec.q_len == 1 &&
-                          (spec.kv == DType::fp8 || spec.head_dim == 128) &&
+  // decode_plan picks GQA's hopper backend for an fp8 cache at q_len 1 with the
+  // default (or a >= 64) tile; everything else keeps the spec's own resolution.
+  const bool gqa_hopper = spec.kind == Kind::gqa && spec.q_len == 1 && spec.kv == DType::fp8 &&
                           (spec.kv_tile == 0 || spec.kv_tile >= 64) &&
                           std::find(have.begin(), have.end(), Backend::hopper) != have.end();
   if (gqa_hopper) return {have.front(), Backend::hopper};

@@ -2,14 +2,16 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "detail/fs.hpp"
-#include "xqajit/bundle.hpp"
 #include "detail/log.hpp"
+#include "xqajit/bundle.hpp"
 #include "xqajit/detail/sha256.hpp"
 
 namespace xqajit {
@@ -56,7 +58,8 @@ struct Active {
   std::string toolchain;
 };
 std::atomic<bool> g_have_active{false};
-std::shared_ptr<const Active> g_active;  // accessed with std::atomic_load/store only
+thread_local bool t_heuristic_only = false;  // HeuristicPlansScope
+std::shared_ptr<const Active> g_active;      // accessed with std::atomic_load/store only
 
 }  // namespace
 
@@ -89,9 +92,12 @@ std::string to_string(const TunedChoice& c) {
 
 std::string to_string(ChoiceSource s) {
   switch (s) {
-    case ChoiceSource::tuned: return "tuned";
-    case ChoiceSource::nearest: return "nearest";
-    case ChoiceSource::heuristic: break;
+    case ChoiceSource::tuned:
+      return "tuned";
+    case ChoiceSource::nearest:
+      return "nearest";
+    case ChoiceSource::heuristic:
+      break;
   }
   return "heuristic";
 }
@@ -106,7 +112,7 @@ std::uint64_t tuning_group_hash(const std::string& device_name, int cc_major, in
   return f.h;
 }
 
-void TuningTable::put(TuningEntry entry) {
+void TuningTable::insert(TuningEntry entry) {
   entry.key.batch = batch_bucket(entry.key.batch);
   entry.key.seq_len = seq_bucket(entry.key.seq_len);
   entry.key.spec.kv_tile = 0;
@@ -117,45 +123,82 @@ void TuningTable::put(TuningEntry entry) {
       return;
     }
   entries_.push_back(std::move(entry));
+}
+
+void TuningTable::put(TuningEntry entry) {
+  insert(std::move(entry));
   reindex();
 }
 
 void TuningTable::merge(const TuningTable& other) {
-  for (const auto& e : other.entries_) put(e);
+  for (const auto& e : other.entries_) insert(e);
+  reindex();
 }
 
+// Precomputes, per group, the answer for every bucket, so lookup() does one
+// hash find and one array read.
 void TuningTable::reindex() {
   groups_.clear();
+  struct Pending {
+    std::uint64_t hash;
+    std::size_t slot;                  // index in groups_[hash]
+    std::vector<std::size_t> members;  // in put order
+  };
+  std::vector<Pending> pending;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     const auto& k = entries_[i].key;
-    groups_[tuning_group_hash(k.device.name, k.device.cc_major, k.device.cc_minor, k.device.sm_count,
-                              k.device.toolchain, k.spec)]
-        .push_back(i);
+    const std::uint64_t h = tuning_group_hash(k.device.name, k.device.cc_major, k.device.cc_minor,
+                                              k.device.sm_count, k.device.toolchain, k.spec);
+    auto& bucket = groups_[h];
+    std::size_t g = 0;
+    while (g < bucket.size() && !same_group(entries_[bucket[g].representative].key, k)) ++g;
+    if (g == bucket.size()) bucket.push_back(Group{i, {}}), pending.push_back({h, g, {}});
+    for (auto& p : pending)
+      if (p.hash == h && p.slot == g) {
+        p.members.push_back(i);
+        break;
+      }
+  }
+  for (const Pending& p : pending) {
+    Group& group = groups_[p.hash][p.slot];
+    group.answer.assign(kBatchSlots * kSeqSlots, -1);
+    for (int lb = 0; lb < kBatchSlots; ++lb)
+      for (int ls = 0; ls < kSeqSlots; ++ls) {
+        int best_dist = 1 << 30;
+        for (std::size_t i : p.members) {
+          const auto& k = entries_[i].key;
+          const int d = std::abs(floor_log2(k.batch) - lb) +
+                        std::abs(std::min(floor_log2(k.seq_len), kSeqSlots - 1) - ls);
+          if (d < best_dist)
+            best_dist = d,
+            group.answer[static_cast<std::size_t>(lb * kSeqSlots + ls)] = static_cast<std::int32_t>(i);
+        }
+      }
   }
 }
-
 TunedLookup TuningTable::lookup(const std::string& device_name, int cc_major, int cc_minor, int sm_count,
                                 const std::string& toolchain, const KernelSpec& spec, std::int64_t batch,
                                 std::int64_t max_seq_len) const noexcept {
   TunedLookup out;
-  auto it = groups_.find(tuning_group_hash(device_name, cc_major, cc_minor, sm_count, toolchain, spec));
+  const auto it = groups_.find(tuning_group_hash(device_name, cc_major, cc_minor, sm_count, toolchain, spec));
   if (it == groups_.end()) return out;
-  const int lb = floor_log2(batch_bucket(batch));
-  const int ls = floor_log2(seq_bucket(max_seq_len));
-  int best = -1;
-  int best_dist = 1 << 30;
-  for (std::size_t i : it->second) {
-    const auto& k = entries_[i].key;
-    // Guard against hash collisions: the group must really match.
+  for (const Group& group : it->second) {
+    const auto& k = entries_[group.representative].key;
+    // Hash collisions: the group must really match (compares in place, no allocation).
     if (k.device.name != device_name || k.device.toolchain != toolchain || k.device.sm_count != sm_count ||
-        k.device.cc_major != cc_major || k.device.cc_minor != cc_minor || !same_spec_minus_knobs(k.spec, spec))
+        k.device.cc_major != cc_major || k.device.cc_minor != cc_minor ||
+        !same_spec_minus_knobs(k.spec, spec))
       continue;
-    const int d = std::abs(floor_log2(k.batch) - lb) + std::abs(floor_log2(k.seq_len) - ls);
-    if (d < best_dist) best_dist = d, best = static_cast<int>(i);
+    const int lb = floor_log2(batch_bucket(batch));
+    const int ls = std::min(floor_log2(seq_bucket(max_seq_len)), kSeqSlots - 1);
+    const std::int32_t i = group.answer[static_cast<std::size_t>(lb * kSeqSlots + ls)];
+    if (i < 0) return out;
+    const TuningEntry& e = entries_[static_cast<std::size_t>(i)];
+    const bool exact = e.key.batch == batch_bucket(batch) && e.key.seq_len == seq_bucket(max_seq_len);
+    out.source = exact ? ChoiceSource::tuned : ChoiceSource::nearest;
+    out.choice = e.winner;
+    return out;
   }
-  if (best < 0) return out;
-  out.source = best_dist == 0 ? ChoiceSource::tuned : ChoiceSource::nearest;
-  out.choice = entries_[static_cast<std::size_t>(best)].winner;
   return out;
 }
 
@@ -171,19 +214,32 @@ std::string TuningTable::to_json() const {
     const auto& s = k.spec;
     json cands = json::array();
     for (const auto& c : e.candidates)
-      cands.push_back({{"choice", choice_json(c.choice)}, {"median_us", c.median_us}, {"heuristic", c.heuristic}});
+      cands.push_back(
+          {{"choice", choice_json(c.choice)}, {"median_us", c.median_us}, {"heuristic", c.heuristic}});
     entries.push_back({
         {"device",
-         {{"name", k.device.name}, {"cc", {k.device.cc_major, k.device.cc_minor}}, {"sm_count", k.device.sm_count},
+         {{"name", k.device.name},
+          {"cc", {k.device.cc_major, k.device.cc_minor}},
+          {"sm_count", k.device.sm_count},
           {"toolchain", k.device.toolchain}}},
         {"spec",
-         {{"kind", to_string(s.kind)}, {"input", to_string(s.input)}, {"kv", to_string(s.kv)},
-          {"output", to_string(s.output)}, {"head_dim", s.head_dim}, {"page_size", s.page_size},
-          {"group", s.group}, {"q_len", s.q_len}, {"sliding_window", s.sliding_window}, {"arch", s.arch.str()}}},
+         {{"kind", to_string(s.kind)},
+          {"input", to_string(s.input)},
+          {"kv", to_string(s.kv)},
+          {"output", to_string(s.output)},
+          {"head_dim", s.head_dim},
+          {"page_size", s.page_size},
+          {"group", s.group},
+          {"q_len", s.q_len},
+          {"sliding_window", s.sliding_window},
+          {"arch", s.arch.str()}}},
         {"batch", k.batch},
         {"seq_len", k.seq_len},
         {"winner", choice_json(e.winner)},
         {"candidates", cands},
+        {"confirm_winner_us", e.confirm_winner_us},
+        {"confirm_heuristic_us", e.confirm_heuristic_us},
+        {"reverted", e.reverted},
     });
   }
   const std::string body = entries.dump();
@@ -230,10 +286,14 @@ TuningTable TuningTable::from_json(const std::string& text) {
     e.key.seq_len = j.at("seq_len").get<std::int64_t>();
     e.winner = choice_from(j.at("winner"));
     for (const auto& c : j.at("candidates"))
-      e.candidates.push_back({choice_from(c.at("choice")), c.at("median_us").get<double>(),
-                              c.value("heuristic", false)});
-    table.put(std::move(e));
+      e.candidates.push_back(
+          {choice_from(c.at("choice")), c.at("median_us").get<double>(), c.value("heuristic", false)});
+    e.confirm_winner_us = j.value("confirm_winner_us", 0.0);
+    e.confirm_heuristic_us = j.value("confirm_heuristic_us", 0.0);
+    e.reverted = j.value("reverted", false);
+    table.insert(std::move(e));
   }
+  table.reindex();
   return table;
 }
 
@@ -248,7 +308,8 @@ TuningTable load_tuning(const std::filesystem::path& file) {
   std::vector<char> bytes;
   if (auto ec = detail::read_whole_file(file, bytes)) {
     if (ec != std::errc::no_such_file_or_directory)
-      detail::logger()->warn("tuning table {} unreadable ({}); using the heuristic", file.string(), ec.message());
+      detail::logger()->warn("tuning table {} unreadable ({}); using the heuristic", file.string(),
+                             ec.message());
     return {};
   }
   try {
@@ -283,7 +344,8 @@ TuningTable load_bundle_tuning(const BundleReader& bundle) {
       const std::vector<char> bytes = bundle.read(e);  // checksum verified
       table.merge(TuningTable::from_json(std::string(bytes.begin(), bytes.end())));
     } catch (const std::exception& ex) {
-      detail::logger()->warn("bundle {}: tuning entry {} ignored: {}", bundle.path().string(), e.name, ex.what());
+      detail::logger()->warn("bundle {}: tuning entry {} ignored: {}", bundle.path().string(), e.name,
+                             ex.what());
     }
   }
   return table;
@@ -310,11 +372,78 @@ std::shared_ptr<const TuningTable> active_tuning() {
 
 TunedLookup tuned_choice(const DeviceInfo& device, const KernelSpec& spec, std::int64_t batch,
                          std::int64_t max_seq_len) noexcept {
-  if (!g_have_active.load(std::memory_order_acquire)) return {};
+  if (t_heuristic_only || !g_have_active.load(std::memory_order_acquire)) return {};
   const auto active = std::atomic_load(&g_active);  // a refcount bump, no allocation
   if (!active) return {};
-  return active->table->lookup(device.name, device.cc_major, device.cc_minor, device.sm_count, active->toolchain,
-                               spec, batch, max_seq_len);
+  return active->table->lookup(device.name, device.cc_major, device.cc_minor, device.sm_count,
+                               active->toolchain, spec, batch, max_seq_len);
+}
+
+HeuristicPlansScope::HeuristicPlansScope() : previous_(t_heuristic_only) { t_heuristic_only = true; }
+HeuristicPlansScope::~HeuristicPlansScope() { t_heuristic_only = previous_; }
+
+TuningTable load_tuning_tables(const Options& o) {
+  TuningTable table;
+  if (o.tuning == "off") return table;
+  if (!o.tuning.empty()) {
+    table.merge(load_tuning(o.tuning));
+    return table;
+  }
+  // Bundles ship tuning too (bundle pack --with-tuning); the cache root's own tables win.
+  std::error_code ec;
+  for (const auto& b : o.bundles) {
+    std::vector<std::filesystem::path> files{b};
+    if (std::filesystem::is_directory(b, ec)) {
+      files.clear();
+      for (const auto& f : std::filesystem::directory_iterator(b, ec))
+        if (f.path().extension() == ".xqab") files.push_back(f.path());
+    }
+    for (const auto& f : files) try {
+        table.merge(load_bundle_tuning(BundleReader::open(f)));
+      } catch (const std::exception&) {
+        // the bundle set warns about a bad bundle already
+      }
+  }
+  for (const auto& f : std::filesystem::directory_iterator(o.cache_dir / "tuning", ec))
+    if (f.path().extension() == ".json") table.merge(load_tuning(f.path()));
+  return table;
+}
+
+std::vector<KernelSpec> with_tuned_variants(const std::vector<KernelSpec>& specs, const TuningTable& table,
+                                            const std::string& toolchain) {
+  std::vector<KernelSpec> out = specs;  // as given, duplicates too (one result each)
+  std::unordered_map<std::string, bool> seen;
+  const auto name_of = [](const KernelSpec& s) {
+    try {
+      return canonical_name(normalized(s));
+    } catch (const std::exception&) {
+      return std::string();  // an invalid spec: prewarm reports it
+    }
+  };
+  for (const auto& s : specs) seen.emplace(name_of(s), true);
+  const auto add = [&](const KernelSpec& s) {
+    const std::string name = name_of(s);
+    if (!name.empty() && seen.emplace(name, true).second) out.push_back(s);
+  };
+  for (const auto& s : specs) {
+    // An explicit tile: its launches skip the table. An explicit backend may be
+    // a spec set's expansion of backend=auto (launch_backends), so it still counts.
+    if (s.kv_tile != 0) continue;
+    for (const auto& e : table.entries()) {
+      if (!toolchain.empty() && e.key.device.toolchain != toolchain) continue;
+      if (!same_spec_minus_knobs(e.key.spec, s)) continue;
+      KernelSpec v = s;
+      v.kv_tile = e.winner.kv_tile;
+      v.backend = e.winner.backend;
+      try {
+        validate(normalized(v));
+      } catch (const std::exception&) {
+        continue;  // a choice this toolchain cannot build is never planned either
+      }
+      add(v);
+    }
+  }
+  return out;
 }
 
 }  // namespace xqajit

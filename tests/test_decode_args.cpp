@@ -177,17 +177,12 @@ TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
   CHECK(normalized(plan.spec).kv_tile == 64);
   p.batch = 1;
   CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
-  // A 16-bit cache: hopper while batch x kv_heads fits one CTA per SM, portable in bulk.
+  // A 16-bit cache: portable (ties in bulk; the tuner may pick hopper per bucket).
   p.kv = DType::bf16;
-  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
-  p.batch = 16;  // 128 <= 132 SMs
-  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
   p.batch = 64;
   CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
   p.batch = 1;
-  p.head_dim = 256;  // measured behind at D = 256
-  CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
-  p.head_dim = 128;
   // Speculative decoding: portable.
   p.kv = DType::fp8;
   p.q_len = 4;

@@ -193,17 +193,21 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
   // What a launch of an auto spec may pick, and so what prewarm compiles for it.
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}})) ==
         std::vector<Backend>{Backend::portable, Backend::hopper});
-  CHECK(launch_backends(gqa({{"head_dim", "128"}})) == std::vector<Backend>{Backend::portable, Backend::hopper});
-  CHECK(launch_backends(gqa({{"head_dim", "256"}})) == std::vector<Backend>{Backend::portable});
+  CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"head_dim", "256"}})) ==
+        std::vector<Backend>{Backend::portable, Backend::hopper});
+  CHECK(launch_backends(gqa({{"head_dim", "128"}})) == std::vector<Backend>{Backend::portable});
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"q_len", "4"}})) ==
         std::vector<Backend>{Backend::portable});
-  CHECK(launch_backends(gqa({{"head_dim", "128"}, {"kv_tile", "32"}})) == std::vector<Backend>{Backend::portable});
-  CHECK(launch_backends(gqa({{"head_dim", "128"}, {"backend", "portable"}})) ==
+  CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"kv_tile", "32"}})) ==
         std::vector<Backend>{Backend::portable});
-  CHECK(launch_backends(gqa({{"head_dim", "128"}, {"arch", "sm_90"}})) == std::vector<Backend>{Backend::portable});
+  CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"backend", "portable"}})) ==
+        std::vector<Backend>{Backend::portable});
+  CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"arch", "sm_90"}})) ==
+        std::vector<Backend>{Backend::portable});
   CHECK(launch_backends(mla("sm_90a", "auto")) == std::vector<Backend>{Backend::hopper});
-  const auto variants = launch_variants({gqa({{"head_dim", "128"}}), gqa({{"head_dim", "128"}, {"backend", "portable"}}),
-                                         gqa({{"head_dim", "64"}})});
+  const std::map<std::string, std::string> fp8 = {{"kv", "fp8"}, {"input", "bf16"}};
+  auto with = [&](std::map<std::string, std::string> f, const char* k, const char* v) { f[k] = v; return gqa(f); };
+  const auto variants = launch_variants({gqa(fp8), with(fp8, "backend", "portable"), gqa({{"head_dim", "64"}})});
   REQUIRE(variants.size() == 4);  // portable + hopper, the explicit portable, D=64 (still auto)
   CHECK(variants[0].backend == Backend::portable);
   CHECK(variants[1].backend == Backend::hopper);

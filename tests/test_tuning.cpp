@@ -1,6 +1,6 @@
-// The tuner's CPU side: bucketing, keys, nearest-bucket lookup, persistence
-// (round trip, corrupt and foreign files, concurrent writers) and the winner
-// selection over an injected fake timer.
+// Tuning tables: bucketing, keys, nearest-bucket lookup, persistence (round
+// trip, corrupt and foreign files, concurrent writers), bundles, the engine's
+// snapshot. The tuner itself (candidates, selection, re-timing): test_tuner.cpp.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -12,73 +12,16 @@
 #include <thread>
 
 #include "support/process.hpp"
+#include "support/tuning_fixtures.hpp"
 #include "support/temp_dir.hpp"
 #include "xqajit/bundle.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/ops/decode.hpp"
-#include "xqajit/tuning.hpp"
+#include "xqajit/tuner.hpp"
 
 using namespace xqajit;
 
-namespace {
-
-KernelSpec gqa_spec() {
-  KernelSpec s;
-  s.kind = Kind::gqa;
-  s.input = s.kv = s.output = DType::bf16;
-  s.head_dim = 128;
-  s.page_size = 64;
-  s.group = 8;
-  s.arch = Arch::parse("sm_90a");
-  return s;
-}
-
-KernelSpec mla_spec() {
-  KernelSpec s;
-  s.kind = Kind::mla;
-  s.input = s.kv = s.output = DType::bf16;
-  s.head_dim = 576;
-  s.page_size = 64;
-  s.group = 16;
-  s.arch = Arch::parse("sm_90a");
-  return s;
-}
-
-TuningDevice h100() { return {"NVIDIA H100 80GB HBM3", 9, 0, 132, "fp-v1"}; }
-
-TuningEntry entry(int batch, std::int64_t seq, TunedChoice winner, KernelSpec spec = gqa_spec()) {
-  TuningEntry e;
-  e.key = {h100(), spec, batch, seq};
-  e.winner = winner;
-  e.candidates = {{winner, 10.0, false}, {TunedChoice{64, 0, Backend::automatic}, 12.5, true}};
-  return e;
-}
-
-DeviceInfo h100_info() {
-  DeviceInfo d;
-  d.name = "NVIDIA H100 80GB HBM3";
-  d.cc_major = 9;
-  d.sm_count = 132;
-  return d;
-}
-
-// Deterministic timer: a table of µs per choice; unknown choices throw (cannot run).
-struct FakeTimer : Timer {
-  std::map<std::string, double> us;
-  double fallback = 100;
-  int calls = 0;
-  double median_us(const TuningKey&, const TunedChoice& c) override {
-    ++calls;
-    auto it = us.find(to_string(c));
-    if (it != us.end()) {
-      if (it->second < 0) throw std::runtime_error("does not run");
-      return it->second;
-    }
-    return fallback;
-  }
-};
-
-}  // namespace
+using namespace xqajit::test;
 
 TEST_CASE("tuning: batch and sequence buckets round down to powers of two") {
   CHECK(batch_bucket(0) == 1);
@@ -252,74 +195,6 @@ TEST_CASE("tuning: concurrent writers into one root keep a valid file with every
   const TuningTable back = load_tuning(file);
   // Keys: batch bucket (p*8+r)%12 power, seq 1024<<p: all distinct per process.
   CHECK(back.entries().size() == kProcs * kRounds);
-}
-
-TEST_CASE("tuner: candidates come from the family's table, filtered by what fits") {
-  const auto& g = candidate_space(Kind::gqa);
-  CHECK(g.kv_tiles == std::vector<int>{16, 32, 64, 128});
-  const auto gqa = tuning_candidates(gqa_spec());
-  CHECK(gqa.size() == 4 * (1 + g.fixed_splits.size()));
-  // A filter drops candidates (here: tiles above 64 "do not fit").
-  const auto small = tuning_candidates(gqa_spec(), [](const KernelSpec&, const TunedChoice& c) { return c.kv_tile <= 64; });
-  CHECK(small.size() == 3 * (1 + g.fixed_splits.size()));
-  // MLA: backend x split policy where both backends run (sm_90a), one backend elsewhere.
-  const auto mla = tuning_candidates(mla_spec());
-  const auto n_backends = backends_for(Kind::mla, Arch::parse("sm_90a")).size();
-  CHECK(mla.size() == n_backends * (1 + candidate_space(Kind::mla).fixed_splits.size()));
-  KernelSpec ampere = mla_spec();
-  ampere.arch = Arch::parse("sm_80");
-  for (const auto& c : tuning_candidates(ampere)) CHECK(c.backend == Backend::portable);
-  // The heuristic is itself a candidate.
-  const TunedChoice h = heuristic_choice(gqa_spec());
-  CHECK(h.num_splits == 0);
-  CHECK(std::find(gqa.begin(), gqa.end(), h) != gqa.end());
-}
-
-TEST_CASE("tuner: the fastest candidate wins; the heuristic keeps ties within noise") {
-  const TuningKey key{h100(), gqa_spec(), 8, 8192};
-  const TunedChoice h = heuristic_choice(gqa_spec());
-  FakeTimer timer;
-  timer.us[to_string(h)] = 50;
-  timer.us[to_string(TunedChoice{32, 8, Backend::automatic})] = 40;
-  timer.us[to_string(TunedChoice{128, 0, Backend::automatic})] = -1;  // cannot run: skipped
-  auto e = tune_key(key, timer);
-  REQUIRE(e);
-  CHECK(e->winner == TunedChoice{32, 8, Backend::automatic});
-  CHECK(timer.calls == static_cast<int>(tuning_candidates(gqa_spec()).size()));
-  CHECK(e->candidates.size() == tuning_candidates(gqa_spec()).size() - 1);
-  int heuristic_marks = 0;
-  for (const auto& c : e->candidates) heuristic_marks += c.heuristic;
-  CHECK(heuristic_marks == 1);
-
-  // Within 1 %: the heuristic stays.
-  timer.us[to_string(TunedChoice{32, 8, Backend::automatic})] = 49.8;
-  e = tune_key(key, timer);
-  REQUIRE(e);
-  CHECK(e->winner == h);
-}
-
-TEST_CASE("tuner: MLA picks a backend per bucket; one runnable candidate tunes nothing") {
-  FakeTimer timer;
-  timer.fallback = 30;
-  timer.us[to_string(TunedChoice{0, 0, Backend::portable})] = 20;
-  auto e = tune_key({h100(), mla_spec(), 1, 32768}, timer,
-                    [](const KernelSpec&, const TunedChoice& c) { return c.backend != Backend::automatic; });
-  REQUIRE(e);
-  CHECK(e->winner.backend == Backend::portable);
-  // Only one candidate passes the filter: nothing to tune.
-  FakeTimer t2;
-  auto none = tune_key({h100(), mla_spec(), 1, 32768}, t2, [](const KernelSpec&, const TunedChoice& c) {
-    return c.num_splits == 0 && c.backend == Backend::portable;
-  });
-  CHECK_FALSE(none);
-  CHECK(t2.calls == 0);
-  // Every candidate but one fails to run: nothing to tune either.
-  FakeTimer t3;
-  t3.fallback = -1;
-  t3.us[to_string(TunedChoice{0, 0, Backend::portable})] = 20;
-  for (const auto& c : tuning_candidates(mla_spec()))
-    if (c.backend != Backend::portable || c.num_splits) t3.us[to_string(c)] = -1;
-  CHECK_FALSE(tune_key({h100(), mla_spec(), 1, 32768}, t3));
 }
 
 TEST_CASE("tuning: a bundle carries the table as a specially named entry next to cubins") {

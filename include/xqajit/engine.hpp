@@ -8,18 +8,22 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "xqajit/driver.hpp"
 #include "xqajit/options.hpp"
 #include "xqajit/spec.hpp"
+#include "xqajit/tuning.hpp"
 
 namespace xqajit {
 
 class DiskCache;
 class Compiler;
 class RemoteCache;
+struct DecodeParams;
+struct MlaDecodeParams;
 
 /// Where a cubin came from.
 enum class Source { memory, bundle, disk, remote, compiled };
@@ -66,10 +70,29 @@ class Engine {
 
   /// Gets the cubin of every kernel a launch of `specs` may use over `jobs` worker
   /// threads (0 = hardware threads): a backend=auto spec becomes one kernel per
-  /// backend its launch plan picks from (launch_variants), one result each. Never
-  /// throws for a single spec; `on_done` is called (serialised) per kernel.
+  /// backend its launch plan picks from (launch_variants), and the tuned variants
+  /// this engine's tuning table names for them are added (prewarm_specs), so no
+  /// launch compiles; one result per kernel. Never throws for a single spec;
+  /// `on_done` is called (serialised) per kernel.
   std::vector<PrewarmResult> prewarm(const std::vector<KernelSpec>& specs, int jobs = 0,
                                      const std::function<void(const PrewarmResult&)>& on_done = {});
+
+  /// `specs` plus the variants (kv_tile, backend) the tuning table chose for
+  /// them on this toolchain: what prewarm() compiles.
+  std::vector<KernelSpec> prewarm_specs(const std::vector<KernelSpec>& specs) const;
+
+  /// Tunes the launch `params` describes on the caller's own buffers (q,
+  /// caches, block table, lengths are read; `out` is written; the workspace is
+  /// the tuner's own, zeroed once): times every candidate variant (CUDA events,
+  /// warm-up, L2 flushed, median), re-times winner vs heuristic interleaved,
+  /// then publishes the result for this process's plans and saves it in the
+  /// tuning table (unless tuning is "off"). Synchronises `stream`; compiles
+  /// candidates. Refused (NotAvailableError) while `stream` is capturing, like
+  /// a compile. Returns nothing when the call has a single candidate.
+  std::optional<TuningEntry> tune(const DecodeParams& params, Stream stream);
+  std::optional<TuningEntry> tune(const MlaDecodeParams& params, Stream stream);
+  /// The tuning table this engine published (empty when none; never null).
+  std::shared_ptr<const TuningTable> tuning() const;
 
   EngineStats stats() const;
   const Options& options() const;
@@ -83,6 +106,7 @@ class Engine {
 
  private:
   void activate_tuning();  // publishes the tuning table for the plans (tuning.hpp)
+  void publish_tuning(const TuningEntry& entry);  // after tune()
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -61,9 +61,8 @@ Backend parse_backend(const std::string& text);
 /// The backends `kind` has on `arch`, best first (never empty for a valid arch).
 std::vector<Backend> backends_for(Kind kind, const Arch& arch);
 /// The backends a launch of `spec` may run: its own when set; for backend=auto,
-/// each one the launch plan picks from per shape (GQA on sm_90a: portable, plus
-/// hopper at q_len 1 for an fp8 cache or head_dim 128 -- decode_plan's measured
-/// rule). Prewarming
+/// each one the launch plan picks from (GQA on sm_90a: portable, plus hopper for
+/// an fp8 cache at q_len 1 -- decode_plan's measured rule). Prewarming
 /// an auto spec compiles all of them, so no launch compiles.
 std::vector<Backend> launch_backends(const KernelSpec& spec);
 /// `specs` with each backend=auto spec that may run more than one backend replaced

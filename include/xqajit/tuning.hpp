@@ -3,12 +3,14 @@
 /// shape bucket on one device, persisted as a versioned JSON table
 /// (`<cache root>/tuning/<device>.json`) and looked up on the launch path.
 ///
-///   tuner (src/tuner.cpp) --measures--> TuningEntry --TuningTable::put--> save()
+///   tuner (tuner.hpp) --measures--> TuningEntry --TuningTable::put--> save()
 ///   decode_plan --tuned_choice()--> exact bucket, else nearest bucket, else heuristic
 ///
-/// Lookup hashes the key's fields directly (no strings built), reads an
-/// immutable snapshot and allocates nothing, so tuned launches stay
-/// graph-capturable and are safe from many threads.
+/// Lookup is O(1): a hash of the key's fields (no strings built) finds the
+/// group, whose exact-or-nearest answer for every (batch, seq) bucket was
+/// precomputed when the table was built. It reads an immutable snapshot and
+/// allocates nothing, so tuned launches stay graph-capturable and are safe
+/// from many threads.
 
 #include <cstdint>
 #include <filesystem>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "xqajit/driver.hpp"
+#include "xqajit/options.hpp"
 #include "xqajit/spec.hpp"
 
 namespace xqajit {
@@ -37,19 +40,19 @@ std::int64_t seq_bucket(std::int64_t max_seq_len);
 
 /// Who ran it: the device and the toolchain that built the kernels.
 struct TuningDevice {
-  std::string name;           ///< e.g. "NVIDIA H100 80GB HBM3"
+  std::string name;  ///< e.g. "NVIDIA H100 80GB HBM3"
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;
-  std::string toolchain;      ///< the compiler fingerprint
+  std::string toolchain;  ///< the compiler fingerprint
 };
 
 /// The tuning key: device + spec without its variant knobs (kv_tile, backend)
 /// + shape bucket. q_len is part of the spec.
 struct TuningKey {
   TuningDevice device;
-  KernelSpec spec;            ///< kv_tile and backend are ignored
-  int batch = 1;              ///< a bucket
-  std::int64_t seq_len = 1;   ///< a bucket
+  KernelSpec spec;           ///< kv_tile and backend are ignored
+  int batch = 1;             ///< a bucket
+  std::int64_t seq_len = 1;  ///< a bucket
 };
 bool same_group(const TuningKey& a, const TuningKey& b);  ///< device and spec equal
 bool operator==(const TuningKey& a, const TuningKey& b);
@@ -68,13 +71,25 @@ std::string to_string(const TunedChoice& c);  ///< "kv_tile=64 splits=auto backe
 struct CandidateTime {
   TunedChoice choice;
   double median_us = 0;
-  bool heuristic = false;     ///< the plan the heuristic would have chosen
+  bool heuristic = false;  ///< the plan the heuristic would have chosen
 };
 
 struct TuningEntry {
   TuningKey key;
   TunedChoice winner;
   std::vector<CandidateTime> candidates;  ///< every candidate's median, for the margin
+  /// The acceptance pass: winner and heuristic re-timed interleaved (tuner.hpp)
+  /// after the selection; medians in µs, 0 when not run (winner == heuristic).
+  double confirm_winner_us = 0, confirm_heuristic_us = 0;
+  /// The winner lost that re-timing by more than the noise: the heuristic was kept.
+  bool reverted = false;
+  /// Heuristic over winner in the re-timing (1 when not re-timed).
+  double retimed_gain() const {
+    return confirm_winner_us > 0 && confirm_heuristic_us > 0 ? confirm_heuristic_us / confirm_winner_us : 1.0;
+  }
+  /// What the tuned plan gains over the heuristic plan: 1 when the winner is
+  /// (or was reverted to) the heuristic.
+  double gain() const { return reverted ? 1.0 : retimed_gain(); }
 };
 
 enum class ChoiceSource { heuristic, tuned, nearest };
@@ -101,7 +116,8 @@ class TuningTable {
   bool empty() const { return entries_.empty(); }
 
   /// Exact bucket, else the nearest bucket of the same group (distance in
-  /// log2 steps of batch plus seq), else heuristic. No allocation.
+  /// log2 steps of batch plus seq; ties: the entry put first), else
+  /// heuristic. O(1), no allocation.
   TunedLookup lookup(const std::string& device_name, int cc_major, int cc_minor, int sm_count,
                      const std::string& toolchain, const KernelSpec& spec, std::int64_t batch,
                      std::int64_t max_seq_len) const noexcept;
@@ -112,9 +128,18 @@ class TuningTable {
   static TuningTable from_json(const std::string& text);
 
  private:
+  // One (device, toolchain, spec) group: for every (log2 batch, log2 seq)
+  // bucket, the index of the entry that answers it (exact or nearest).
+  static constexpr int kBatchSlots = 12;  // 1 ... 2048
+  static constexpr int kSeqSlots = 41;    // 1 ... 2^40
+  struct Group {
+    std::size_t representative = 0;    // an entry of the group (collision check)
+    std::vector<std::int32_t> answer;  // kBatchSlots * kSeqSlots entry indices
+  };
+  void insert(TuningEntry entry);  // put() without reindex()
   void reindex();
   std::vector<TuningEntry> entries_;
-  std::unordered_map<std::uint64_t, std::vector<std::size_t>> groups_;  // group hash -> entries
+  std::unordered_map<std::uint64_t, std::vector<Group>> groups_;  // group hash -> groups (collisions: > 1)
 };
 
 /// "tuning/<sanitised device name>.json" under `cache_root`.
@@ -146,46 +171,31 @@ std::shared_ptr<const TuningTable> active_tuning();
 TunedLookup tuned_choice(const DeviceInfo& device, const KernelSpec& spec, std::int64_t batch,
                          std::int64_t max_seq_len) noexcept;
 
-// ---- the tuner (src/tuner.cpp) ----
-
-/// A family's variant space, as data: the kv_tile values, whether the backend
-/// is an axis, and the fixed split counts tried beside the automatic one.
-struct CandidateSpace {
-  Kind kind;
-  std::vector<int> kv_tiles;       ///< {0} = only the spec default
-  bool backend_axis = false;
-  std::vector<int> fixed_splits;   ///< tried beside 0 (automatic)
-};
-const CandidateSpace& candidate_space(Kind kind);
-
-/// Whether a candidate can serve the call (fits shared memory, backend runs
-/// the call's features); injectable for tests.
-using CandidateFilter = std::function<bool(const KernelSpec& spec, const TunedChoice& choice)>;
-/// The default filter: GQA tiles whose geometry fits `spec.arch`; MLA backends
-/// that backends_for() offers on `spec.arch`.
-bool candidate_fits(const KernelSpec& spec, const TunedChoice& choice);
-
-/// Every candidate of spec's family that passes `filter`, in table order.
-std::vector<TunedChoice> tuning_candidates(const KernelSpec& spec, const CandidateFilter& filter = candidate_fits);
-/// The choice the heuristic makes (spec defaults, automatic split count).
-TunedChoice heuristic_choice(const KernelSpec& spec);
-
-/// Times one candidate: the median µs of a launch of `choice` for `key`'s
-/// shape. Throws when the candidate cannot run (it is then skipped). The GPU
-/// timer (CUDA events, warm-up, L2 flush) lives in the CLI; tests inject a fake.
-class Timer {
+/// While alive, tuned_choice() on this thread answers "heuristic": the tuner
+/// asks decode_plan for the plan the heuristic makes (a thread-local flag:
+/// other threads' launches keep their tuned plans).
+class HeuristicPlansScope {
  public:
-  virtual ~Timer() = default;
-  virtual double median_us(const TuningKey& key, const TunedChoice& choice) = 0;
+  HeuristicPlansScope();
+  ~HeuristicPlansScope();
+  HeuristicPlansScope(const HeuristicPlansScope&) = delete;
+  HeuristicPlansScope& operator=(const HeuristicPlansScope&) = delete;
+
+ private:
+  bool previous_;
 };
 
-/// A candidate must beat the heuristic by more than this fraction to win (noise).
-constexpr double kTuningNoise = 0.01;
+/// The tables an engine with `options` publishes: Options::tuning's file, or
+/// every `<cache>/tuning/*.json` over the tables shipped in bundles; empty for
+/// "off". Never throws (a bad table is skipped with a warning).
+TuningTable load_tuning_tables(const Options& options);
 
-/// Times every candidate of `key` and picks the winner: the fastest, unless
-/// the heuristic is within kTuningNoise of it (then the heuristic). Returns
-/// nothing when fewer than two candidates run (nothing to tune).
-std::optional<TuningEntry> tune_key(const TuningKey& key, Timer& timer,
-                                    const CandidateFilter& filter = candidate_fits);
+/// `specs` plus, for each spec whose kv_tile is automatic, the variant every
+/// matching entry of `table` chose (its kv_tile and backend), so that a tuned
+/// launch never compiles. Entries of another toolchain are skipped unless
+/// `toolchain` is empty. `specs` come first, as given; then each variant not
+/// already among them (by canonical name), once.
+std::vector<KernelSpec> with_tuned_variants(const std::vector<KernelSpec>& specs, const TuningTable& table,
+                                            const std::string& toolchain = {});
 
 }  // namespace xqajit

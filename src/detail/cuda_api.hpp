@@ -19,8 +19,9 @@ struct CudaApi {
   X(cuCtxGetDevice) X(cuStreamGetCtx) X(cuStreamIsCapturing) X(cuModuleLoadData)              \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute)        \
   X(cuLaunchKernelEx)                                                                         \
-  /* the tuner's timer (tools/xqajit/cmd_tune.cpp) */                                         \
+  /* the tuner (src/tuner_gpu.cpp, tools/xqajit/tune_problem.cpp) */                          \
   X(cuMemAlloc) X(cuMemFree) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuStreamCreate)         \
+  X(cuMemcpyHtoD) X(cuMemcpyDtoD) X(cuDevicePrimaryCtxRelease)                                \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord)                 \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy)
 #define XQAJIT_DECLARE(name) decltype(&::name) name = nullptr;

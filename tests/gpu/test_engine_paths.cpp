@@ -3,7 +3,9 @@
 //             (scripts/run.sh runs this on a GPU host);
 //   [bundle]  a kernel served from a bundle, in a process where NVRTC cannot be
 //             loaded and compiling is forbidden, launches and matches;
-//   [capture] a kernel that is not loaded yet is refused on a capturing stream.
+//   [capture] a kernel that is not loaded yet is refused on a capturing stream;
+//   [tune]    Engine::tune is refused while capturing, then tunes on the caller's
+//             buffers, publishes and saves the winner; the tuned launch matches.
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -19,6 +21,9 @@
 #include "xqajit/ops/decode.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/error.hpp"
+#include "xqajit/tuner.hpp"
+#include "xqajit/tuning.hpp"
+#include <filesystem>
 
 using namespace xqajit;
 using namespace xqajit::testing;
@@ -145,6 +150,43 @@ TEST_CASE("a kernel not loaded yet is refused while the stream captures a graph"
   CHECK(engine.stats().compiles == 0);  // nothing was compiled during capture
   // Once warm, the same launch works (and is what a capture would record).
   launch_and_check(engine, pr);
+}
+
+TEST_CASE("Engine::tune: refused while capturing; tunes on the caller's buffers and publishes", "[gpu][tune]") {
+  xqajit::test::TempDir dir("xqajit-gpu-tune");
+  Options options;
+  options.cache_dir = dir / "cache";
+  Engine engine(options);
+  DecodeCase c;
+  c.group = 4, c.head_dim = 64, c.seq_lens = {3000, 4096, 17};
+  c.backend = Backend::automatic;  // the tuner picks it
+  DecodeProblem pr(c, rng(), device());
+  CudaStream stream;
+  cudaGraph_t graph = nullptr;
+  XQAJIT_CUDART_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+  bool refused = false;
+  try {
+    engine.tune(pr.dev, stream.get());
+  } catch (const NotAvailableError& e) {
+    refused = std::string(e.what()).find("capturing") != std::string::npos;
+  }
+  XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream.get(), &graph));
+  if (graph) cudaGraphDestroy(graph);
+  CHECK(refused);
+  CHECK(engine.stats().compiles == 0);
+
+  const auto entry = engine.tune(pr.dev, stream.get());
+  REQUIRE(entry);
+  CHECK(entry->candidates.size() >= 2);
+  for (const auto& cand : entry->candidates) CHECK(cand.median_us > 0);
+  WARN(fmt::format("tuned {} (gain {:.3f}x over the heuristic, {} candidates)", to_string(entry->winner),
+                   entry->gain(), entry->candidates.size()));
+  CHECK(std::filesystem::exists(tuning_file(options.cache_dir, device().name)));
+  CHECK(decode_plan(pr.dev, device()).source == ChoiceSource::tuned);
+  // A problem sized after tuning (its workspace fits the tuned plan) runs the tuned variant correctly.
+  DecodeProblem tuned(c, rng(), device());
+  launch_and_check(engine, tuned);
+  set_active_tuning(nullptr);
 }
 
 TEST_CASE("a second GPU works exactly like the first", "[gpu][multi]") {

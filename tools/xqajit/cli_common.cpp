@@ -4,7 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "xqajit/driver.hpp"
@@ -94,6 +98,80 @@ void refuse_large_spec_set(std::size_t count, std::size_t max_specs, const std::
   throw UsageError(fmt::format("the spec set expands to {} specs, more than {} (fields that multiply it: {}); "
                                "narrow it or raise --max-specs",
                                count, max_specs, parts.empty() ? std::string("none") : fmt::format("{}", fmt::join(parts, ", "))));
+}
+
+void add_spec_set_options(CLI::App* cmd, SpecSetArgs& args) {
+  cmd->add_option("--max-specs", args.max_specs, "Refuse a spec set larger than this (default 4096)");
+  cmd->add_option(
+         "--spec-file", args.spec_file,
+         "JSON list of objects with the CLI's field names; any value may be a list (cartesian product)")
+      ->type_name("FILE");
+  cmd->add_option("--preset", args.preset,
+                  fmt::format("A built-in set: {} (archs from arch=..., else the current GPU)",
+                              fmt::join(preset_names(), ", ")))
+      ->type_name("NAME");
+  cmd->add_option("fields", args.fields, "FIELD=VALUE[,VALUE...]: a product, or overrides for a file or preset")
+      ->type_name("FIELD=VALUE");
+}
+
+SpecSet collect_spec_set(const SpecSetArgs& args, const Options& options, const std::string& verb) {
+  if (!args.spec_file.empty() && !args.preset.empty()) throw UsageError("give --spec-file or --preset, not both");
+  if (args.spec_file.empty() && args.preset.empty() && args.fields.empty())
+    throw UsageError(fmt::format("nothing to {}: give --spec-file FILE, --preset NAME ({}) or FIELD=VALUE[,VALUE...]",
+                                 verb, fmt::join(preset_names(), ", ")));
+  FieldProduct overrides = parse_field_args(args.fields);
+  ExpandOptions expand_options;
+  expand_options.skip_invalid = args.skip_invalid;
+  std::optional<Arch> gpu_arch;  // asked for only when needed (costs a cuInit)
+  std::vector<FieldProduct> products;
+  if (!args.preset.empty()) {
+    std::vector<Arch> archs;
+    if (auto it = overrides.find("arch"); it != overrides.end()) {
+      for (const auto& a : it->second) archs.push_back(Arch::parse(a));
+      overrides.erase(it);
+    } else if ((gpu_arch = current_gpu_arch(options))) {
+      archs.push_back(*gpu_arch);
+    }
+    products = with_overrides(preset(args.preset, archs), overrides);
+    expand_options.source = "--preset " + args.preset;
+  } else if (!args.spec_file.empty()) {
+    products = with_overrides(read_spec_file(args.spec_file), overrides);
+    expand_options.source = std::filesystem::path(args.spec_file).filename().string();
+  } else {
+    products = {overrides};
+    expand_options.source = "arguments";
+  }
+  const bool need_default_arch = std::any_of(products.begin(), products.end(),
+                                             [](const FieldProduct& p) { return p.count("arch") == 0; });
+  if (need_default_arch && !gpu_arch) gpu_arch = current_gpu_arch(options);
+  if (gpu_arch) expand_options.default_arch = &*gpu_arch;
+  SpecSet set = expand(products, expand_options);
+  refuse_large_spec_set(set.specs.size(), args.max_specs, products);
+  return set;
+}
+
+ProgressBar::ProgressBar(std::size_t total) : total_(total), tty_(::isatty(STDERR_FILENO) != 0) {}
+
+void ProgressBar::draw(const std::string& status) {
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(kWidth * done_ / std::max<std::size_t>(total_, 1));
+  fmt::print(stderr, "\r\033[K[{:=<{}}{:<{}}] {}/{}  {}", "", filled, "", kWidth - filled, done_, total_, status);
+  std::fflush(stderr);
+}
+
+void ProgressBar::step(const std::string& status, const std::string& line) {
+  ++done_;
+  if (tty_) {
+    draw(status);
+    if (done_ == total_) fmt::print(stderr, "\n");
+  } else if (!line.empty()) {
+    fmt::print(stderr, "[{}/{}] {}\n", done_, total_, line);
+  }
+  std::fflush(stderr);
+}
+
+void ProgressBar::note(const std::string& status) {
+  if (tty_) draw(status);
 }
 
 }  // namespace xqajit::cli

@@ -4,11 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cli.hpp"
+#include "xqajit/engine.hpp"
 #include "xqajit/spec.hpp"
 #include "xqajit/spec_set.hpp"
 
@@ -48,5 +50,43 @@ std::string human_bytes(std::uint64_t bytes);
 /// specs, naming the count and the fields that multiply it (--max-specs raises it).
 void refuse_large_spec_set(std::size_t count, std::size_t max_specs, const std::vector<FieldProduct>& products);
 constexpr std::size_t kDefaultMaxSpecs = 4096;
+
+/// The spec-set arguments `prewarm` and `tune` share: --spec-file, --preset,
+/// --max-specs and FIELD=VALUE[,VALUE...] (a product, or overrides for a file
+/// or preset; for a preset, arch= picks the archs it is built for).
+struct SpecSetArgs {
+  std::string spec_file, preset;
+  std::vector<std::string> fields;
+  bool skip_invalid = false;
+  std::size_t max_specs = kDefaultMaxSpecs;
+};
+/// Registers the shared options on `cmd` (not --skip-invalid: each command decides).
+void add_spec_set_options(CLI::App* cmd, SpecSetArgs& args);
+/// Expands the set (arch defaults to the current GPU's) and refuses an
+/// exploding one. `verb` names the command in messages ("prewarm", "tune").
+SpecSet collect_spec_set(const SpecSetArgs& args, const Options& options, const std::string& verb);
+
+/// Progress on stderr: a redrawn bar on a terminal, plain lines otherwise.
+class ProgressBar {
+ public:
+  explicit ProgressBar(std::size_t total);
+  /// One more item done: `status` follows the bar on a terminal; `line` is
+  /// printed otherwise (nothing when empty).
+  void step(const std::string& status, const std::string& line);
+  /// Redraws the bar with a new status without counting an item (terminals only).
+  void note(const std::string& status);
+  bool tty() const { return tty_; }
+
+ private:
+  void draw(const std::string& status);
+  std::size_t total_, done_ = 0;
+  bool tty_;
+};
+
+/// Compiles (or finds) `specs` over `processes` `xqajit prewarm-worker`
+/// processes; Engine::prewarm's contract (cmd_prewarm.cpp).
+std::vector<PrewarmResult> prewarm_in_processes(const GlobalFlags& flags, const std::vector<KernelSpec>& specs,
+                                                int processes,
+                                                const std::function<void(const PrewarmResult&)>& on_done);
 
 }  // namespace xqajit::cli

@@ -38,53 +38,9 @@ namespace {
 
 struct PrewarmArgs {
   int jobs = 0;
-  bool skip_invalid = false;
   bool threads = false;  // in-process threads instead of worker processes
-  std::string spec_file;
-  std::string preset;
-  std::vector<std::string> fields;  // FIELD=VALUE[,VALUE...]
-  std::size_t max_specs = kDefaultMaxSpecs;
+  SpecSetArgs set;       // --spec-file, --preset, FIELD=VALUE, --max-specs, --skip-invalid
 };
-
-/// The specs named by --spec-file, --preset or FIELD=VALUE lists. FIELD=VALUE
-/// arguments given with a file or a preset override those fields (for a preset,
-/// arch= picks the archs it is built for).
-SpecSet collect_specs(const PrewarmArgs& args, const Options& options) {
-  if (!args.spec_file.empty() && !args.preset.empty())
-    throw UsageError("give --spec-file or --preset, not both");
-  if (args.spec_file.empty() && args.preset.empty() && args.fields.empty())
-    throw UsageError("nothing to prewarm: give --spec-file FILE, --preset NAME (" +
-                     fmt::format("{}", fmt::join(preset_names(), ", ")) + ") or FIELD=VALUE[,VALUE...]");
-  FieldProduct overrides = parse_field_args(args.fields);
-  ExpandOptions expand_options;
-  expand_options.skip_invalid = args.skip_invalid;
-  std::optional<Arch> gpu_arch;  // asked for only when some product names no arch (costs a cuInit)
-  std::vector<FieldProduct> products;
-  if (!args.preset.empty()) {
-    std::vector<Arch> archs;
-    if (auto it = overrides.find("arch"); it != overrides.end()) {
-      for (const auto& a : it->second) archs.push_back(Arch::parse(a));
-      overrides.erase(it);
-    } else if ((gpu_arch = current_gpu_arch(options))) {
-      archs.push_back(*gpu_arch);
-    }
-    products = with_overrides(preset(args.preset, archs), overrides);
-    expand_options.source = "--preset " + args.preset;
-  } else if (!args.spec_file.empty()) {
-    products = with_overrides(read_spec_file(args.spec_file), overrides);
-    expand_options.source = std::filesystem::path(args.spec_file).filename().string();
-  } else {
-    products = {overrides};
-    expand_options.source = "arguments";
-  }
-  const bool need_default_arch = std::any_of(products.begin(), products.end(),
-                                             [](const FieldProduct& p) { return p.count("arch") == 0; });
-  if (need_default_arch && !gpu_arch) gpu_arch = current_gpu_arch(options);
-  if (gpu_arch) expand_options.default_arch = &*gpu_arch;
-  SpecSet set = expand(products, expand_options);
-  refuse_large_spec_set(set.specs.size(), args.max_specs, products);
-  return set;
-}
 
 /// A result's spec name; a failed spec may have none (e.g. an arch NVRTC cannot target).
 std::string spec_label(const PrewarmResult& r) {
@@ -100,36 +56,28 @@ std::string spec_label(const PrewarmResult& r) {
 
 std::string status_of(const PrewarmResult& r) { return r.ok ? to_string(r.source) : "failed"; }
 
-/// Progress on stderr: a redrawn bar on a terminal, one plain line per spec otherwise.
+/// Progress on stderr: the shared bar on a terminal, one plain line per spec otherwise.
 class Progress {
  public:
-  Progress(std::size_t total, bool quiet_lines)
-      : total_(total), tty_(::isatty(STDERR_FILENO) != 0), quiet_lines_(quiet_lines) {}
+  Progress(std::size_t total, bool quiet_lines) : bar_(total), quiet_lines_(quiet_lines) {}
 
   void done(const PrewarmResult& r) {
-    ++finished_;
     if (!r.ok)
       ++failed_;
     else if (r.source == Source::compiled)
       ++compiled_;
     else
       ++cached_;
-    if (tty_) {
-      constexpr int kWidth = 30;
-      const int filled = static_cast<int>(kWidth * finished_ / std::max<std::size_t>(total_, 1));
-      fmt::print(stderr, "\r\033[K[{:=<{}}{:<{}}] {}/{}  compiled {}  cached {}  failed {}  {}", "", filled,
-                 "", kWidth - filled, finished_, total_, compiled_, cached_, failed_, spec_label(r));
-      if (finished_ == total_) fmt::print(stderr, "\n");
-    } else if (!quiet_lines_) {
-      fmt::print(stderr, "[{}/{}] {:<8} {} ({:.2f} s)\n", finished_, total_, status_of(r), spec_label(r),
-                 r.seconds);
-    }
-    std::fflush(stderr);
+    const std::string status =
+        fmt::format("compiled {}  cached {}  failed {}  {}", compiled_, cached_, failed_, spec_label(r));
+    bar_.step(status, quiet_lines_ ? std::string()
+                                   : fmt::format("{:<8} {} ({:.2f} s)", status_of(r), spec_label(r), r.seconds));
   }
 
  private:
-  std::size_t total_, finished_ = 0, compiled_ = 0, cached_ = 0, failed_ = 0;
-  bool tty_, quiet_lines_;
+  ProgressBar bar_;
+  std::size_t compiled_ = 0, cached_ = 0, failed_ = 0;
+  bool quiet_lines_;
 };
 
 // ---- worker processes ----------------------------------------------------------
@@ -189,6 +137,8 @@ Worker spawn_worker(const GlobalFlags& flags) {
   }
   return w;
 }
+
+}  // namespace
 
 /// Engine::prewarm's contract, over worker processes: every spec gets a result,
 /// on_done is called once per spec (from this thread), a dead worker fails only
@@ -273,6 +223,8 @@ std::vector<PrewarmResult> prewarm_in_processes(const GlobalFlags& flags,
   return results;
 }
 
+namespace {
+
 int run_worker(const GlobalFlags& flags) {
   Engine engine(make_options(flags));
   std::string line;
@@ -297,11 +249,17 @@ int run_worker(const GlobalFlags& flags) {
 
 int run_prewarm(const GlobalFlags& flags, const PrewarmArgs& args) {
   const Options options = make_options(flags);
-  SpecSet set = collect_specs(args, options);
+  SpecSet set = collect_spec_set(args.set, options, "prewarm");
   for (const auto& message : set.skipped) fmt::print(stderr, "skipped (invalid): {}\n", message);
   if (set.specs.empty()) throw UsageError("no valid specs to prewarm");
-  // Every kernel a launch may use: backend=auto GQA specs on sm_90a get both backends.
+  // Every kernel a launch may use: each backend an auto spec's plan picks from
+  // (GQA on sm_90a runs both), and the variants the tuning table chose for them,
+  // so no launch -- tuned or not -- compiles.
+  Engine engine(options);
   set.specs = launch_variants(set.specs);
+  const std::size_t requested = set.specs.size();
+  set.specs = engine.prewarm_specs(set.specs);
+  const std::size_t tuned_variants = set.specs.size() - requested;
 
   const int workers = static_cast<int>(std::min<std::size_t>(
       set.specs.size(), args.jobs > 0 ? args.jobs : std::max(1u, std::thread::hardware_concurrency())));
@@ -315,8 +273,7 @@ int run_prewarm(const GlobalFlags& flags, const PrewarmArgs& args) {
   if (use_processes) {
     results = prewarm_in_processes(flags, set.specs, workers, on_done);
   } else {
-    Engine engine(options);
-    results = engine.prewarm(set.specs, workers, on_done);
+    results = engine.prewarm(set.specs, workers, on_done);  // adds nothing more: variants are in
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -349,6 +306,7 @@ int run_prewarm(const GlobalFlags& flags, const PrewarmArgs& args) {
                 {"cached", cached},
                 {"failed", failed},
                 {"skipped", set.skipped},
+                {"tuned_variants", tuned_variants},
                 {"jobs", workers},
                 {"workers", use_processes ? "processes" : "threads"},
                 {"seconds", seconds}});
@@ -362,6 +320,8 @@ int run_prewarm(const GlobalFlags& flags, const PrewarmArgs& args) {
                  compile_seconds / compiled, slowest, slowest_name,
                  60.0 * compiled / std::max(seconds, 1e-9));
     if (!set.skipped.empty()) fmt::print("  {} invalid combinations skipped\n", set.skipped.size());
+    if (tuned_variants > 0)
+      fmt::print("  {} of them tuned variants (kv_tile, backend) the tuning table chose\n", tuned_variants);
   }
   for (const auto& r : results)
     if (!r.ok) fmt::print(stderr, "xqajit: prewarm failed for {}: {}\n", spec_label(r), r.error);
@@ -378,20 +338,9 @@ void add_prewarm_command(CLI::App& app, GlobalFlags& flags, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--threads", args->threads,
                 "Use threads in this process instead of worker processes (NVRTC serialises threads)");
-  cmd->add_option("--max-specs", args->max_specs, "Refuse a spec set larger than this (default 4096)");
-  cmd->add_flag("--skip-invalid", args->skip_invalid,
+  cmd->add_flag("--skip-invalid", args->set.skip_invalid,
                 "Report and skip invalid combinations of a product instead of failing");
-  cmd->add_option(
-         "--spec-file", args->spec_file,
-         "JSON list of objects with the CLI's field names; any value may be a list (cartesian product)")
-      ->type_name("FILE");
-  cmd->add_option("--preset", args->preset,
-                  fmt::format("A built-in set: {} (archs from arch=..., else the current GPU)",
-                              fmt::join(preset_names(), ", ")))
-      ->type_name("NAME");
-  cmd->add_option("fields", args->fields,
-                  "FIELD=VALUE[,VALUE...]: a product, or overrides for a file or preset")
-      ->type_name("FIELD=VALUE");
+  add_spec_set_options(cmd, args->set);
   cmd->footer(
       "Examples:\n"
       "  xqajit prewarm --preset serving-gqa arch=sm_90a,sm_120a\n"

@@ -1,291 +1,258 @@
 // `xqajit tune`: time every candidate variant per shape bucket on this GPU and
-// write the winners to <cache root>/tuning/<device>.json; `--show` prints a table.
+// write the winners to <cache root>/tuning/<device>.json; `--show` prints them.
 //
-// The GPU timer: synthetic inputs of the bucket's shape (zeroed Q and pages,
-// every request at the bucket's sequence length, pages laid out linearly),
-// warm-up launches, then CUDA events around each launch with a 2 x L2 buffer
-// rewritten between launches (so the cache does not hold the pages), median.
+// Order of work: the spec set (shared with prewarm) -> every candidate variant
+// compiled over worker processes (so timing never waits for NVRTC) -> per key
+// a synthetic problem (tune_problem.hpp) timed by the library's tuner
+// (tune_launch, src/tuner_gpu.cpp) -> the table saved after every key (a run
+// cut short keeps what it measured).
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cmath>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "cli.hpp"
 #include "cli_common.hpp"
 #include "detail/cuda_api.hpp"
+#include "detail/gpu_scratch.hpp"
+#include "tune_problem.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/error.hpp"
-#include "xqajit/ops/decode.hpp"
-#include "xqajit/ops/mla_decode.hpp"
-#include "xqajit/spec_set.hpp"
-#include "xqajit/tuning.hpp"
+#include "xqajit/tuner.hpp"
 
 namespace xqajit::cli {
 namespace {
 
 struct TuneArgs {
   bool show = false;
-  std::string preset, spec_file, file;
-  std::vector<std::string> fields;
+  SpecSetArgs set;
+  std::string file;
   std::vector<int> batches{1, 8, 64};
   std::vector<std::int64_t> seq_lens{1024, 8192, 32768};
-  int warmup = 5, iters = 20;
-  std::size_t max_specs = kDefaultMaxSpecs;
-};
-
-constexpr int kKvHeads = 8;  // GQA: KV heads per request on the synthetic shape
-
-// Device buffers freed on scope exit.
-struct DeviceBuffer {
-  const detail::CudaApi& api;
-  CUdeviceptr ptr = 0;
-  DeviceBuffer(const detail::CudaApi& a, std::size_t bytes, CUstream s) : api(a) {
-    XQAJIT_CU_CHECK(api, cuMemAlloc(&ptr, std::max<std::size_t>(bytes, 256)));
-    XQAJIT_CU_CHECK(api, cuMemsetD8Async(ptr, 0, std::max<std::size_t>(bytes, 256), s));
-  }
-  ~DeviceBuffer() { api.cuMemFree(ptr); }
-  void* get() const { return reinterpret_cast<void*>(ptr); }
-};
-
-class GpuTimer : public Timer {
- public:
-  GpuTimer(Engine& engine, int device, const TuneArgs& args)
-      : engine_(engine), api_(detail::cuda_api()), device_(device), args_(args) {
-    CUdevice dev;
-    XQAJIT_CU_CHECK(api_, cuDeviceGet(&dev, device));
-    XQAJIT_CU_CHECK(api_, cuDevicePrimaryCtxRetain(&ctx_, dev));
-    XQAJIT_CU_CHECK(api_, cuCtxPushCurrent(ctx_));
-    XQAJIT_CU_CHECK(api_, cuStreamCreate(&stream_, 0));
-    const auto& info = Driver::instance().device(device);
-    flush_bytes_ = 2 * static_cast<std::size_t>(std::max(info.l2_bytes, 1 << 20));
-    flush_ = std::make_unique<DeviceBuffer>(api_, flush_bytes_, stream_);
-  }
-  ~GpuTimer() override {
-    flush_.reset();
-    api_.cuStreamDestroy(stream_);
-    CUcontext popped;
-    api_.cuCtxPopCurrent(&popped);
-  }
-
-  double median_us(const TuningKey& key, const TunedChoice& choice) override {
-    const auto& s = key.spec;
-    const int batch = key.batch;
-    const int pages_per_seq = static_cast<int>((key.seq_len + s.page_size - 1) / s.page_size);
-    const std::int64_t pages = static_cast<std::int64_t>(batch) * pages_per_seq;
-    std::vector<std::int32_t> table(static_cast<std::size_t>(pages)), lens(batch, static_cast<int>(key.seq_len));
-    for (std::int64_t i = 0; i < pages; ++i) table[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
-    DeviceBuffer d_table(api_, table.size() * 4, stream_), d_lens(api_, lens.size() * 4, stream_);
-    XQAJIT_CU_CHECK(api_, cuStreamSynchronize(stream_));
-    upload(d_table, table), upload(d_lens, lens);
-
-    std::function<void()> launch;
-    std::unique_ptr<DeviceBuffer> q, out, k, v, ws;
-    if (s.kind == Kind::gqa) {
-      DecodeParams p;
-      p.input = s.input, p.kv = s.kv, p.output = s.output;
-      p.batch = batch, p.q_len = s.q_len, p.num_kv_heads = kKvHeads, p.num_q_heads = kKvHeads * s.group;
-      p.head_dim = s.head_dim, p.page_size = s.page_size, p.max_pages_per_seq = pages_per_seq;
-      p.num_pages = static_cast<int>(pages);
-      p.kv_tile = choice.kv_tile, p.num_splits = choice.num_splits;
-      if (s.sliding_window) p.sliding_window = 4096;
-      const std::size_t qo = static_cast<std::size_t>(batch) * s.q_len * p.num_q_heads * s.head_dim * 2;
-      const std::size_t kv = static_cast<std::size_t>(pages) * s.page_size * kKvHeads * s.head_dim * dtype_bytes(s.kv);
-      q = std::make_unique<DeviceBuffer>(api_, qo, stream_), out = std::make_unique<DeviceBuffer>(api_, qo, stream_);
-      k = std::make_unique<DeviceBuffer>(api_, kv, stream_), v = std::make_unique<DeviceBuffer>(api_, kv, stream_);
-      p.q = q->get(), p.out = out->get(), p.k_cache = k->get(), p.v_cache = v->get();
-      p.block_table = static_cast<const std::int32_t*>(d_table.get());
-      p.seq_lens = static_cast<const std::int32_t*>(d_lens.get());
-      const auto& info = Driver::instance().device(device_);
-      p.workspace_bytes = decode_plan(p, info).workspace_bytes;
-      ws = std::make_unique<DeviceBuffer>(api_, p.workspace_bytes, stream_);
-      p.workspace = p.workspace_bytes ? ws->get() : nullptr;
-      launch = [this, p] { decode(engine_, p, stream_); };
-    } else {
-      MlaDecodeParams p;
-      p.input = s.input, p.kv = s.kv;
-      p.batch = batch, p.q_len = s.q_len, p.num_heads = s.group, p.page_size = s.page_size;
-      p.max_pages_per_seq = pages_per_seq, p.num_pages = static_cast<int>(pages);
-      p.sm_scale = 1.f / std::sqrt(192.f);
-      p.backend = choice.backend, p.kv_tile = choice.kv_tile, p.num_splits = choice.num_splits;
-      const std::size_t qb = static_cast<std::size_t>(batch) * s.q_len * s.group * 576 * dtype_bytes(s.input);
-      const std::size_t ob = static_cast<std::size_t>(batch) * s.q_len * s.group * 512 * 2;
-      const std::size_t kv = static_cast<std::size_t>(pages) * s.page_size * 576 * dtype_bytes(s.kv);
-      q = std::make_unique<DeviceBuffer>(api_, qb, stream_), out = std::make_unique<DeviceBuffer>(api_, ob, stream_);
-      k = std::make_unique<DeviceBuffer>(api_, kv, stream_);
-      p.q = q->get(), p.out = out->get(), p.kv_cache = k->get();
-      p.block_table = static_cast<const std::int32_t*>(d_table.get());
-      p.seq_lens = static_cast<const std::int32_t*>(d_lens.get());
-      const auto& info = Driver::instance().device(device_);
-      p.workspace_bytes = mla_decode_plan(p, info).workspace_bytes;
-      ws = std::make_unique<DeviceBuffer>(api_, p.workspace_bytes, stream_);
-      p.workspace = p.workspace_bytes ? ws->get() : nullptr;
-      launch = [this, p] { mla_decode(engine_, p, stream_); };
-    }
-    XQAJIT_CU_CHECK(api_, cuStreamSynchronize(stream_));
-    for (int i = 0; i < args_.warmup; ++i) launch();
-    CUevent e0, e1;
-    XQAJIT_CU_CHECK(api_, cuEventCreate(&e0, 0));
-    XQAJIT_CU_CHECK(api_, cuEventCreate(&e1, 0));
-    std::vector<float> ms;
-    for (int i = 0; i < args_.iters; ++i) {
-      XQAJIT_CU_CHECK(api_, cuMemsetD32Async(flush_->ptr, static_cast<unsigned>(i), flush_bytes_ / 4, stream_));
-      XQAJIT_CU_CHECK(api_, cuEventRecord(e0, stream_));
-      launch();
-      XQAJIT_CU_CHECK(api_, cuEventRecord(e1, stream_));
-      XQAJIT_CU_CHECK(api_, cuEventSynchronize(e1));
-      float t = 0;
-      XQAJIT_CU_CHECK(api_, cuEventElapsedTime(&t, e0, e1));
-      ms.push_back(t);
-    }
-    api_.cuEventDestroy(e0), api_.cuEventDestroy(e1);
-    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-    return ms[ms.size() / 2] * 1000.0;
-  }
-
- private:
-  void upload(const DeviceBuffer& b, const std::vector<std::int32_t>& host) {
-    // Small and once per key: write word by word with async memsets (no cuMemcpy in the table).
-    for (std::size_t i = 0; i < host.size(); ++i)
-      XQAJIT_CU_CHECK(api_, cuMemsetD32Async(b.ptr + i * 4, static_cast<unsigned>(host[i]), 1, stream_));
-  }
-
-  Engine& engine_;
-  const detail::CudaApi& api_;
-  int device_;
-  const TuneArgs& args_;
-  CUcontext ctx_ = nullptr;
-  CUstream stream_ = nullptr;
-  std::size_t flush_bytes_ = 0;
-  std::unique_ptr<DeviceBuffer> flush_;
+  TuneSettings settings;
+  int jobs = 0;
 };
 
 std::string choice_label(const TunedChoice& c, Kind kind) {
-  std::string s = kind == Kind::mla ? to_string(c.backend) : fmt::format("t{}", c.kv_tile);
-  return s + (c.num_splits ? fmt::format("/s{}", c.num_splits) : "/auto");
+  const std::string splits = c.num_splits ? fmt::format("s{}", c.num_splits) : "auto";
+  if (kind == Kind::mla) return fmt::format("{}/{}", to_string(c.backend), splits);
+  return fmt::format("{}/t{}/{}", to_string(c.backend), c.kv_tile, splits);
 }
 
-void print_entry(const TuningEntry& e) {
-  double heur = 0, best = 1e300;
+std::string key_label(const TuningKey& k) {
+  const auto& s = k.spec;
+  return fmt::format("{} {} kv={} d{} p{} g{} q{}{} {}  batch {:>4}  seq {:>6}", to_string(s.kind),
+                     to_string(s.input), to_string(s.kv), s.head_dim, s.page_size, s.group, s.q_len,
+                     s.sliding_window ? " sw" : "", s.arch.str(), k.batch, k.seq_len);
+}
+
+TunedChoice heuristic_of(const TuningEntry& e) {
+  for (const auto& c : e.candidates)
+    if (c.heuristic) return c.choice;
+  return e.winner;
+}
+
+// The key's one-line summary (scripts/gpu_tune.sh reads the last field, "1.234x").
+std::string summary_line(const TuningEntry& e) {
+  double heur = 0, best = 0;
   for (const auto& c : e.candidates) {
     if (c.heuristic) heur = c.median_us;
-    if (c.choice == e.winner) best = c.median_us;
+    if (c.choice == e.winner && best == 0) best = c.median_us;
   }
-  const auto& s = e.key.spec;
-  fmt::print("{} {} kv={} d{} g{} q{} {}  batch {:>4}  seq {:>6}  winner {:<12} {:8.2f} us  heuristic {:8.2f} us  "
-             "gain {:.3f}x\n",
-             to_string(s.kind), to_string(s.input), to_string(s.kv), s.head_dim, s.group, s.q_len, s.arch.str(),
-             e.key.batch, e.key.seq_len, choice_label(e.winner, s.kind), best, heur, heur > 0 ? heur / best : 0.0);
+  std::string retimed;
+  double gain = e.gain();
+  if (e.confirm_winner_us > 0)
+    retimed = fmt::format("  re-timed A/B {:.2f} vs {:.2f} us{}", e.confirm_winner_us, e.confirm_heuristic_us,
+                          e.reverted ? " (winner lost: heuristic kept)" : "");
+  else if (heur > 0 && best > 0 && !(e.winner == heuristic_of(e)))
+    gain = heur / best;  // a table from before the re-timing existed
+  return fmt::format("{}  winner {:<20} {:9.2f} us  heuristic {:9.2f} us{}  gain {:.3f}x", key_label(e.key),
+                     choice_label(e.winner, e.key.spec.kind), best, heur, retimed, gain);
 }
 
-std::vector<KernelSpec> collect(const TuneArgs& args, const Options& options) {
-  if (!args.spec_file.empty() && !args.preset.empty()) throw UsageError("give --spec-file or --preset, not both");
-  if (args.spec_file.empty() && args.preset.empty() && args.fields.empty())
-    throw UsageError("nothing to tune: give --spec-file FILE, --preset NAME or FIELD=VALUE[,VALUE...]");
-  FieldProduct overrides = parse_field_args(args.fields);
-  std::vector<FieldProduct> products;
-  std::optional<Arch> arch = current_gpu_arch(options);
-  if (!args.preset.empty()) {
-    std::vector<Arch> archs;
-    if (arch) archs.push_back(*arch);
-    products = with_overrides(preset(args.preset, archs), overrides);
-  } else if (!args.spec_file.empty()) {
-    products = with_overrides(read_spec_file(args.spec_file), overrides);
-  } else {
-    products = {overrides};
+void print_entry(const TuningEntry& e, bool candidates) {
+  if (candidates) {
+    std::vector<CandidateTime> sorted = e.candidates;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto& a, const auto& b) { return a.median_us < b.median_us; });
+    for (const auto& c : sorted)
+      fmt::print("    {:<22} {:9.2f} us{}{}\n", choice_label(c.choice, e.key.spec.kind), c.median_us,
+                 c.heuristic ? "  heuristic" : "", c.choice == e.winner ? "  <- winner" : "");
   }
-  ExpandOptions eo;
-  eo.skip_invalid = true;
-  if (arch) eo.default_arch = &*arch;
-  SpecSet set = expand(products, eo);
-  refuse_large_spec_set(set.specs.size(), args.max_specs, products);
-  return set.specs;
+  fmt::print("{}\n", summary_line(e));
+  std::fflush(stdout);
 }
 
-void run_tune(const TuneArgs& args, const GlobalFlags& flags) {
-  Options options = make_options(flags);
-  const auto file_for = [&](const std::string& device) {
-    return args.file.empty() ? tuning_file(options.cache_dir, device) : std::filesystem::path(args.file);
-  };
-  if (args.show) {
-    std::vector<std::filesystem::path> files;
-    if (!args.file.empty()) files.push_back(args.file);
-    std::error_code ec;
-    for (const auto& f : std::filesystem::directory_iterator(options.cache_dir / "tuning", ec))
-      if (args.file.empty() && f.path().extension() == ".json") files.push_back(f.path());
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& f : files) {
-      const TuningTable t = load_tuning(f);
-      if (flags.json) {
-        out.push_back({{"file", f.string()}, {"table", nlohmann::json::parse(t.to_json())}});
-        continue;
-      }
-      fmt::print("{} ({} entries)\n", f.string(), t.entries().size());
-      for (const auto& e : t.entries()) print_entry(e);
+void run_show(const TuneArgs& args, const Options& options, bool json) {
+  std::vector<std::filesystem::path> files;
+  if (!args.file.empty()) files.push_back(args.file);
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(options.cache_dir / "tuning", ec))
+    if (args.file.empty() && f.path().extension() == ".json") files.push_back(f.path());
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : files) {
+    const TuningTable t = load_tuning(f);
+    if (json) {
+      out.push_back({{"file", f.string()}, {"table", nlohmann::json::parse(t.to_json())}});
+      continue;
     }
-    if (flags.json) fmt::print("{}\n", out.dump(1));
-    return;
+    fmt::print("{} ({} entries)\n", f.string(), t.entries().size());
+    for (const auto& e : t.entries()) print_entry(e, false);
   }
+  if (json) fmt::print("{}\n", out.dump(1));
+}
 
-  const std::vector<KernelSpec> specs = collect(args, options);  // refuses an exploding set first
-  Engine engine(options);
-  Driver& driver = Driver::instance();
-  const DeviceInfo& info = driver.device(0);
-  TuningDevice device{info.name, info.cc_major, info.cc_minor, info.sm_count, engine.fingerprint()};
-  GpuTimer timer(engine, 0, args);
-  TuningTable table;
+// Knob-free specs of the set on this GPU's arch, once each.
+std::vector<KernelSpec> tunable_specs(const SpecSet& set, const Arch& arch) {
+  std::vector<KernelSpec> out;
+  std::set<std::string> seen;
+  for (KernelSpec s : set.specs) {
+    s.kv_tile = 0, s.backend = Backend::automatic;
+    if (s.arch != arch) {
+      fmt::print(stderr, "tune: {} skipped: built for {}, this GPU runs {}\n", canonical_name(s),
+                 s.arch.str(), arch.str());
+      continue;
+    }
+    if (seen.insert(canonical_name(s)).second) out.push_back(s);
+  }
+  return out;
+}
+
+// Every candidate variant compiled (or found) over worker processes first.
+void prewarm_candidates(const GlobalFlags& flags, const Options& options,
+                        const std::vector<KernelSpec>& specs, int jobs) {
+  std::vector<KernelSpec> variants;
+  std::set<std::string> seen;
+  for (const auto& s : specs)
+    for (const auto& c : tuning_candidates(s)) {
+      const KernelSpec v = candidate_spec(s, c);
+      if (seen.insert(canonical_name(v)).second) variants.push_back(v);
+    }
+  const int workers = static_cast<int>(std::min<std::size_t>(
+      variants.size(), jobs > 0 ? jobs : std::max(1u, std::thread::hardware_concurrency())));
+  if (variants.empty()) return;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::size_t total = specs.size() * args.batches.size() * args.seq_lens.size();
-  std::size_t done = 0;
-  nlohmann::json report = nlohmann::json::array();
+  ProgressBar bar(variants.size());
+  std::size_t failed = 0;
+  auto on_done = [&](const PrewarmResult& r) {
+    failed += !r.ok;
+    bar.step(fmt::format("compiling candidates: {}", r.name), "");
+  };
+  if (options.disk_cache && workers > 1)
+    prewarm_in_processes(flags, variants, workers, on_done);
+  else
+    Engine(options).prewarm(variants, workers, on_done);
+  fmt::print(
+      stderr, "tune: {} candidate kernels ready in {:.1f} s ({} failed: those candidates are skipped)\n",
+      variants.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), failed);
+}
+
+int run_tune(const TuneArgs& args, const GlobalFlags& flags) {
+  const Options options = make_options(flags);
+  if (args.show) return run_show(args, options, flags.json), 0;
+
+  // Refuses an exploding set before touching the driver.
+  const SpecSet set = collect_spec_set(args.set, options, "tune");
+  const auto t0 = std::chrono::steady_clock::now();
+  Driver& driver = Driver::instance(options.libcuda_path);
+  const DeviceInfo& info = driver.device(0);
+  const std::vector<KernelSpec> specs = tunable_specs(set, info.best_arch());
+  if (specs.empty()) throw UsageError("no spec of the set runs on this GPU (" + info.best_arch().str() + ")");
+  prewarm_candidates(flags, options, specs, args.jobs);
+
+  Engine engine(options);
+  const auto& api = detail::cuda_api(options.libcuda_path);
+  detail::ContextScope context(api, nullptr, 0);
+  CUstream stream = nullptr;
+  XQAJIT_CU_CHECK(api, cuStreamCreate(&stream, CU_STREAM_DEFAULT));
+  struct StreamOwner {
+    const detail::CudaApi& api;
+    CUstream s;
+    ~StreamOwner() { api.cuStreamDestroy(s); }
+  } owner{api, stream};
+
+  const std::size_t keys = specs.size() * args.batches.size() * args.seq_lens.size();
+  const auto file =
+      args.file.empty() ? tuning_file(options.cache_dir, info.name) : std::filesystem::path(args.file);
+  ProgressBar bar(keys);
+  TuneSettings settings = args.settings;
+  std::size_t timed = 0;
+  std::string status;
+  settings.on_candidate = [&](const TunedChoice&, double) {
+    if (bar.tty()) bar.note(fmt::format("{}  candidate {}", status, ++timed));
+  };
+  TuningTable table;
+  std::size_t skipped = 0;
+  std::uint64_t seed = 20261123;
   for (const auto& spec : specs)
     for (int b : args.batches)
       for (std::int64_t sl : args.seq_lens) {
-        TuningKey key{device, spec, batch_bucket(b), seq_bucket(sl)};
-        auto entry = tune_key(key, timer);
-        ++done;
-        fmt::print(stderr, "\r[{:>4}/{}] tuning...", done, total);
-        if (!entry) continue;
-        if (!flags.json) fmt::print(stderr, "\n"), print_entry(*entry), std::fflush(stdout);
+        const TuningKey key{{}, spec, batch_bucket(b), seq_bucket(sl)};
+        status = key_label(key), timed = 0;
+        bar.note(status);
+        std::optional<TuningEntry> entry;
+        try {
+          const TuneProblem problem(api, stream, spec, key.batch, key.seq_len,
+                                    static_cast<std::size_t>(info.total_memory * 0.8), seed++);
+          entry = problem.is_mla() ? tune_launch(engine, problem.mla(), stream, settings)
+                                   : tune_launch(engine, problem.gqa(), stream, settings);
+        } catch (const std::exception& e) {
+          ++skipped;
+          bar.step(status, fmt::format("{}: skipped: {}", status, e.what()));
+          if (bar.tty()) fmt::print(stderr, "\n{}: skipped: {}\n", status, e.what());
+          continue;
+        }
+        if (!entry) {
+          bar.step(status, status + ": one candidate, nothing to tune");
+          continue;
+        }
         table.put(*entry);
+        save_tuning(file, table);  // after every key: a run cut short keeps its rows
+        if (!flags.json) {
+          if (bar.tty()) fmt::print(stderr, "\r\033[K");
+          print_entry(*entry, true);
+        }
+        bar.step(status, summary_line(*entry));
       }
-  fmt::print(stderr, "\n");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const auto file = file_for(info.name);
-  save_tuning(file, table);
   if (flags.json) {
     nlohmann::json doc = nlohmann::json::parse(table.to_json());
     doc["file"] = file.string();
     doc["seconds"] = secs;
+    doc["skipped"] = skipped;
     fmt::print("{}\n", doc.dump(1));
   } else {
-    fmt::print("{} keys tuned in {:.1f} s; written to {}\n", table.entries().size(), secs, file.string());
+    fmt::print("{} keys tuned in {:.1f} s ({} skipped); written to {}\n", table.entries().size(), secs,
+               skipped, file.string());
   }
+  return 0;
 }
 
 }  // namespace
 
 void add_tune_command(CLI::App& app, GlobalFlags& flags, int& exit_code) {
   auto args = std::make_shared<TuneArgs>();
-  CLI::App* cmd = app.add_subcommand("tune", "Time every variant per shape bucket on this GPU; write the tuning table");
+  args->set.skip_invalid = true;  // a product's invalid corners are not worth a failure here
+  CLI::App* cmd =
+      app.add_subcommand("tune", "Time every variant per shape bucket on this GPU; write the tuning table");
   cmd->add_flag("--show", args->show, "Print the tuning tables in the cache root (or --file) and exit");
-  cmd->add_option("--preset", args->preset, "A built-in spec set");
-  cmd->add_option("--spec-file", args->spec_file, "A spec-set file");
-  cmd->add_option("--file", args->file, "The tuning table to write/show (default <cache>/tuning/<device>.json)");
+  cmd->add_option("--file", args->file,
+                  "The tuning table to write/show (default <cache>/tuning/<device>.json)");
   cmd->add_option("--batch", args->batches, "Batch sizes (comma-separated)")->delimiter(',');
   cmd->add_option("--seq-len", args->seq_lens, "Longest sequence lengths (comma-separated)")->delimiter(',');
-  cmd->add_option("--iters", args->iters, "Timed launches per candidate (median)");
-  cmd->add_option("--max-specs", args->max_specs, "Refuse spec sets larger than this (default 4096)");
-  cmd->add_option("fields", args->fields, "FIELD=VALUE[,VALUE...]");
-  cmd->callback([args, &flags, &exit_code] {
-    run_tune(*args, flags);
-    exit_code = 0;
-  });
+  cmd->add_option("--warmup", args->settings.warmup, "Untimed launches per candidate");
+  cmd->add_option("--iters", args->settings.iters, "Timed launches per candidate (median)");
+  cmd->add_option("--confirm", args->settings.confirm_rounds,
+                  "A/B rounds of the interleaved re-timing of winner vs heuristic");
+  cmd->add_option("-j,--jobs", args->jobs, "Worker processes compiling candidates (default: the cores)");
+  add_spec_set_options(cmd, args->set);
+  cmd->callback([args, &flags, &exit_code] { exit_code = run_tune(*args, flags); });
 }
 
 }  // namespace xqajit::cli
