@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import xqajit
-from conftest import make_inputs
+from conftest import make_inputs, make_mla_inputs
 
 
 def step(q, k, v, bt, sl, kv_scale):
@@ -58,8 +58,6 @@ def mla_step(q, kv, bt, sl, kv_scale):
 def test_mla_fullgraph_trace_has_one_graph_with_the_op():
     from torch._dynamo.testing import CompileCounterWithBackend
 
-    from conftest import make_mla_inputs
-
     torch._dynamo.reset()
     counter = CompileCounterWithBackend("aot_eager")
     compiled = torch.compile(mla_step, fullgraph=True, backend=counter)
@@ -71,8 +69,6 @@ def test_mla_fullgraph_trace_has_one_graph_with_the_op():
 
 
 def test_mla_fake_impl_checks_at_trace_time():
-    from conftest import make_mla_inputs
-
     torch._dynamo.reset()
     q, kv, bt, sl = make_mla_inputs()
     compiled = torch.compile(mla_step, fullgraph=True, backend="aot_eager")
