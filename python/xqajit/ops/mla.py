@@ -21,7 +21,10 @@ from .._tensors import (BF16, DTYPE_NAME, FP8, current_stream, dtype_code, fail,
 from ..errors import ArgumentError
 from ..workspace import _grow, default_pointer
 from ..workspace import _pointers as _DEFAULT_WS
+from . import _fast
 from ._abi import MLA_DECODE_ARGS
+from ._fast import OP_MLA
+from ._fast import call as _fast_call
 from ._register import register
 
 _OP = "mla_decode"
@@ -190,8 +193,36 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tenso
                                     _sm_scale(sm_scale), *_op_scales(q_scale, kv_scale), backend, int(num_splits),
                                     handle)
         return out
-    return _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace, backend,
-                num_splits, handle)
+    if _fast_call is not None:
+        # The C fast path (ops/_fast.py): arguments whose metadata was checked before.
+        status = _fast_call(OP_MLA, q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask,
+                            workspace, backend, num_splits, handle)
+        if status == 0:
+            return out
+        if status > 0 and status != _library.NEED_WORKSPACE:
+            _library.raise_last_error(status)
+    mid, device = _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
+                       backend, num_splits, handle)
+    if _fast_call is not None:
+        _register_fast((q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
+                        backend, num_splits, handle), mid, device)
+    return out
+
+
+def _register_fast(args, mid, device) -> None:
+    """Registers a checked mla_decode() call with the C fast path (args in the order mla_decode() passes them)."""
+    off = MLA_DECODE_ARGS.offset
+    patches = [(_fast.STREAM, 0, off("stream"), 0), (_fast.PTR, 0, off("q"), 0), (_fast.PTR, 4, off("out"), 0),
+               (_fast.PTR, 1, off("kv_cache"), 0), (_fast.PTR, 2, off("block_table"), 0),
+               (_fast.PTR, 3, off("seq_lens"), 0), (_fast.F32, 5, off("sm_scale"), 0)]
+    if args[8] is not None:
+        patches.append((_fast.PTR, 8, off("spec_mask"), 0))
+    _fast.scale_patch(patches, 6, args[6], off("q_scale"), off("q_scale_ptr"))
+    _fast.scale_patch(patches, 7, args[7], off("kv_scale"), off("kv_scale_ptr"))
+    _fast.workspace_patch(patches, 9, args[9], off("workspace"))
+    buf = bytearray(_SIZE)
+    _PACK(buf, 0, _SIZE, args[12], 0, *(0,) * 8, 0, 0, 0, *mid, 0.0, 1.0, 1.0)
+    _fast.register(_fast.OP_MLA, bytes(buf), patches, device, args)
 
 
 _CHECKED: dict = {}  # metadata of a call's arguments -> (shapes and strides, device)
@@ -235,7 +266,7 @@ def _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, s
                 _CHECKED.clear()
             _CHECKED[key] = (mid, device)
         launch(ptrs, mid, scales, device, workspace, handle)
-        return out
+        return mid, device
     mid, device = hit
     q_s, q_sp = _scale(q_scale)
     kv_s, kv_sp = _scale(kv_scale)
@@ -248,11 +279,11 @@ def _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, s
         _PACK(buf, 0, _SIZE, handle, current_stream(device), *ptrs, *(ws or (0, 0)), 0, *mid, *scales)
         status = (_library._lib or _library.library()).xqajit_mla_decode(addr)
         if status == 0:
-            return out
+            return hit
         if status != _library.NEED_WORKSPACE:
             _library.raise_last_error(status)
     launch(ptrs, mid, scales, device, workspace, handle)
-    return out
+    return hit
 
 
 def mla_decode_spec(q: torch.Tensor, kv_cache: torch.Tensor, *, backend: str = "auto", arch: Optional[str] = None):
