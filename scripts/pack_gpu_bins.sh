@@ -21,7 +21,8 @@ done
 # it, pytest (pure Python too, so one copy serves its python3): scripts/gpu_python.sh.
 mkdir -p "$dest/python"
 cp -r python/xqajit "$dest/python/"
-find "$dest/python" -name __pycache__ -prune -exec rm -rf {} + -o -name "*.so" -delete
+find "$dest/python" -name __pycache__ -prune -exec rm -rf {} +
+find "$dest/python" -name "*.so" -delete
 # The ops' C fast path: one stable-ABI (abi3) module, so the GPU machine's 3.12 loads what 3.11 headers built.
 gcc -std=c11 -O2 -Wall -Wextra -shared -fPIC -I"$(python3 -c 'import sysconfig; print(sysconfig.get_path("include"))')" \
     python/xqajit/_fastcall.c -o "$dest/python/xqajit/_fastcall.abi3.so"
