@@ -9,7 +9,10 @@ sequence keeps each kernel short. Ways:
   mla_direct  xqajit.mla_decode(..., out=out)           (B=1, H=16, 256 keys; the C fast path)
   custom_op   torch.ops.xqajit.decode(...)              (torch's dispatcher in front of the Python path)
   compiled    a torch.compile'd function calling decode (dynamo guards + the op)
-  c_only      xqajit_decode on a packed struct         (C++ decode + cuLaunchKernelEx, no Python work)
+  fast_call_raw  _fastcall.call(...) without decode()'s Python frame
+  c_only      xqajit_decode on a packed struct         (C++ decode + cuLaunchKernelEx; ctypes, no other Python work)
+  c_only_no_pdl  the same with programmatic dependent launch off
+  c_validate  xqajit_decode_validate on the same struct (the C ABI round trip and xqajit::validate, no launch)
   torch_add   torch.add(x, 1, out=y)                    (a torch kernel launch, for scale)
 
     python benchmarks/overhead.py [--json FILE]
@@ -79,9 +82,22 @@ def measure() -> dict:
 
     ptrs, mid, scales, device = gqa.decode_args(q, k, v, bt, sl, out)
     buf, addr = gqa.DECODE_ARGS.buffer()
-    gqa._PACK(buf, 0, gqa._SIZE, 0, torch.cuda.current_stream().cuda_stream, *ptrs, 0, 0, 0, *mid, *scales)
+    ws_ptr, ws_bytes = gqa._DEFAULT_WS.get(device, (0, 0))  # as direct calls pass it (this B=1 shape splits)
+    gqa._PACK(buf, 0, gqa._SIZE, 0, torch.cuda.current_stream().cuda_stream, *ptrs, ws_ptr, ws_bytes, 0, *mid, *scales)
     lib = xqajit._library.library()
+    status = lib.xqajit_decode(addr)
+    assert status == 0, f"c_only would time a failing call (status {status}: {lib.xqajit_last_error()})"
     results["c_only"] = per_call_us(lambda: lib.xqajit_decode(addr))
+    results["c_validate"] = per_call_us(lambda: lib.xqajit_decode_validate(addr))
+    no_pdl = gqa.DECODE_ARGS.offset("programmatic_dependent_launch")
+    buf[no_pdl:no_pdl + 4] = (0).to_bytes(4, "little")
+    results["c_only_no_pdl"] = per_call_us(lambda: lib.xqajit_decode(addr))
+    from xqajit.ops import _fast
+
+    if _fast.call is not None:
+        call = _fast.call
+        results["fast_call_raw"] = per_call_us(
+            lambda: call(_fast.OP_DECODE, q, k, v, bt, sl, None, out, 1.0, 1.0, None, 0, None, None, None, "NHD", 0, 0))
     x, y = torch.randn(1024, device=dev), torch.empty(1024, device=dev)
     results["torch_add"] = per_call_us(lambda: torch.add(x, 1, out=y))
 

@@ -25,6 +25,7 @@ from ._fast import call as _fast_call
 from ._register import register
 
 _OP = "decode"
+_is_compiling = torch.compiler.is_compiling  # dynamo folds it to True while tracing
 _PACK = DECODE_ARGS.packer.pack_into
 _SIZE = DECODE_ARGS.size
 _SPEC_MASK_DTYPES = (torch.int32, torch.uint32) if hasattr(torch, "uint32") else (torch.int32,)
@@ -215,12 +216,12 @@ def decode(q: torch.Tensor, k_cache: Optional[torch.Tensor] = None, v_cache: Opt
     if out is None:
         out = torch.empty(q.shape, dtype=_output_dtype(q, out_scale), device=q.device)
     handle = 0 if engine is None else engine.handle
-    compiling = torch.compiler.is_compiling()
+    compiling = _is_compiling()
     if _fast_call is not None and not compiling:
         # The C fast path (ops/_fast.py): arguments whose metadata was checked before.
         status = _fast_call(OP_DECODE, q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale,
                             out_scale, sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle)
-        if status == 0:
+        if not status:
             return out
         if status > 0 and status != _library.NEED_WORKSPACE:
             _library.raise_last_error(status)

@@ -28,6 +28,7 @@ from ._fast import call as _fast_call
 from ._register import register
 
 _OP = "mla_decode"
+_is_compiling = torch.compiler.is_compiling  # dynamo folds it to True while tracing
 _PACK = MLA_DECODE_ARGS.packer.pack_into
 _SIZE = MLA_DECODE_ARGS.size
 QK_DIM, V_DIM = 576, 512  # a latent row: 512 latent + 64 rope values; V is its first 512
@@ -188,7 +189,7 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tenso
     if out is None:
         out = _new_out(q)
     handle = 0 if engine is None else engine.handle
-    if torch.compiler.is_compiling():
+    if _is_compiling():
         torch.ops.xqajit.mla_decode(out, q, kv_cache, block_table, seq_lens, workspace, spec_mask,
                                     _sm_scale(sm_scale), *_op_scales(q_scale, kv_scale), backend, int(num_splits),
                                     handle)
@@ -197,7 +198,7 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tenso
         # The C fast path (ops/_fast.py): arguments whose metadata was checked before.
         status = _fast_call(OP_MLA, q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask,
                             workspace, backend, num_splits, handle)
-        if status == 0:
+        if not status:
             return out
         if status > 0 and status != _library.NEED_WORKSPACE:
             _library.raise_last_error(status)
