@@ -17,6 +17,7 @@ sequence keeps each kernel short. Ways:
 
     python benchmarks/overhead.py [--json FILE]
     python benchmarks/overhead.py --cpu-stand-in   # no GPU: the Python side only (see measure_cpu_stand_in)
+    python benchmarks/overhead.py --c-only         # xqajit_decode alone, for A/B of libxqajit builds
 """
 
 from __future__ import annotations
@@ -117,6 +118,32 @@ def measure() -> dict:
     return results
 
 
+def measure_c_only() -> dict:
+    """xqajit_decode alone (ctypes on a packed struct, PDL on and off), for A/B runs
+    of two builds of libxqajit (XQAJIT_LIBRARY) on the same problem as measure()."""
+    dev = "cuda"
+    q = torch.randn(1, 1, 32, 128, device=dev).bfloat16()
+    k = torch.randn(16, 64, 8, 128, device=dev).bfloat16()
+    v = torch.randn_like(k)
+    bt = torch.arange(8, dtype=torch.int32, device=dev).view(1, 8)
+    sl = torch.tensor([256], dtype=torch.int32, device=dev)
+    out = torch.empty_like(q)
+    xqajit.decode(q, k, v, bt, sl, out=out)
+    torch.cuda.synchronize()
+    ptrs, mid, scales, device = gqa.decode_args(q, k, v, bt, sl, out)
+    buf, addr = gqa.DECODE_ARGS.buffer()
+    ws_ptr, ws_bytes = gqa._DEFAULT_WS.get(device, (0, 0))
+    gqa._PACK(buf, 0, gqa._SIZE, 0, torch.cuda.current_stream().cuda_stream, *ptrs, ws_ptr, ws_bytes, 0, *mid, *scales)
+    lib = xqajit._library.library()
+    assert lib.xqajit_decode(addr) == 0, lib.xqajit_last_error()
+    r = {"c_only": per_call_us(lambda: lib.xqajit_decode(addr))}
+    no_pdl = gqa.DECODE_ARGS.offset("programmatic_dependent_launch")
+    buf[no_pdl:no_pdl + 4] = (0).to_bytes(4, "little")
+    r["c_only_no_pdl"] = per_call_us(lambda: lib.xqajit_decode(addr))
+    r["direct"] = per_call_us(lambda: xqajit.decode(q, k, v, bt, sl, out=out))
+    return r
+
+
 def measure_cpu_stand_in(repeat=15, number=5000) -> dict:
     """The host side of a decode call without a GPU: CPU tensors, the launch
     replaced by xqajit_decode_validate (the C ABI round trip and the library's
@@ -178,7 +205,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json")
     ap.add_argument("--cpu-stand-in", action="store_true")
+    ap.add_argument("--c-only", action="store_true", help="only xqajit_decode's own cost (A/B of library builds)")
     args = ap.parse_args()
+    if args.c_only:
+        lib = xqajit._library.library()._name
+        print(" ".join(f"{k} {v:.2f}" for k, v in measure_c_only().items()), "us/call;", lib)
+        return
     if args.cpu_stand_in:
         for name, us in measure_cpu_stand_in().items():
             print(f"{name:24s} {us:7.2f} us/call (CPU stand-in: no launch)")
