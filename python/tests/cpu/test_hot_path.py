@@ -117,6 +117,13 @@ def test_library_errors_of_a_hit_are_raised(stand_in):
         xqajit.decode(q, k, v, bt, sl, sliding_window=-1)  # keyed by value: checked again, same error
 
 
+def test_arguments_the_c_path_cannot_patch_stay_on_the_python_path(stand_in):
+    q, k, v, bt, sl = make_inputs()
+    for _ in range(2):
+        xqajit.decode(q, k, v, bt, sl, q_scale=True, kv_scale=torch.tensor(0.5).numpy()[()])  # bool, numpy scalar
+    assert len(stand_in) == 2  # both calls took the Python path, neither raised
+
+
 def test_mla_hits_and_errors(stand_in):
     q, kv, bt, sl = make_mla_inputs()
     out = torch.empty(2, 16, 512).bfloat16()

@@ -82,7 +82,10 @@ def register(op: int, template: bytes, patches: list, device: int, args: tuple) 
     if not _functions_set:
         _apply_functions()
         _functions_set = True
-    module.register(op, template, tuple(patches), device, *args)
+    try:
+        module.register(op, template, tuple(patches), device, *args)
+    except (TypeError, ValueError):
+        pass  # an argument it cannot patch (a bool scale, say): the Python path keeps serving such calls
 
 
 def scale_patch(patches: list, arg: int, value, value_offset: int, pointer_offset: int) -> None:
