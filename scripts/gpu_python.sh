@@ -9,8 +9,14 @@
 # Runs: pytest on python/tests (CPU + GPU suites), the per-call overhead
 # (python/benchmarks/overhead.py), the side-by-side timing against the peers
 # installed there (python/benchmarks/compare.py), `python -m xqajit doctor`.
+# Time limits (seconds) fit one 300 s device call: PYTEST_S, OVERHEAD_S, COMPARE_S;
+# COMPARE_SHAPES (B:L,...) picks compare.py's shapes.
 set -u
 BIN=${BIN:-.gpu}
+PYTEST_S=${PYTEST_S:-170}
+OVERHEAD_S=${OVERHEAD_S:-40}
+COMPARE_S=${COMPARE_S:-60}
+COMPARE_SHAPES=${COMPARE_SHAPES:-1:8192,16:4096,64:4096,128:8192}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 root=$PWD
@@ -29,21 +35,25 @@ summary=$OUT/python_summary.txt
 echo "== python: versions" | tee -a "$summary"
 python3 - <<'PY' 2>&1 | tee -a "$summary"
 import sys, torch, xqajit, xqajit._library as L
+from xqajit.ops import _fast
 L.library()
 print(f"python {sys.version.split()[0]}, torch {torch.__version__}, {torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}; "
-      f"xqajit {xqajit.__version__} from {xqajit.__file__.rsplit('/', 2)[0]}, library {L._lib._name}")
+      f"xqajit {xqajit.__version__} from {xqajit.__file__.rsplit('/', 2)[0]}, library {L._lib._name}; "
+      f"C fast path: {_fast.status}")
 PY
 
 echo "== python: pytest python/tests (CPU + GPU)" | tee -a "$summary"
-(cd /tmp && timeout 580 python3 -m pytest -rs -p no:cacheprovider -s "$root/python/tests" > "$OUT/python_pytest.log" 2>&1)
+(cd /tmp && timeout "$PYTEST_S" python3 -m pytest -rs -p no:cacheprovider -s --durations=8 "$root/python/tests" \
+  > "$OUT/python_pytest.log" 2>&1)
 echo "pytest exit $?: $(grep -E '^(=+ )?[0-9]+ (passed|failed)|error' "$OUT/python_pytest.log" | tail -1)" | tee -a "$summary"
-grep -E "^(FAILED|ERROR)" "$OUT/python_pytest.log" | head -20 | tee -a "$summary"
+grep -E "^(FAILED|ERROR)|worst relative error" "$OUT/python_pytest.log" | head -20 | tee -a "$summary"
 
 echo "== python: per-call host overhead (warm kernels)" | tee -a "$summary"
-timeout 200 python3 "$root/python/benchmarks/overhead.py" --json "$OUT/python_overhead.json" 2>&1 | tee -a "$summary"
+timeout "$OVERHEAD_S" python3 "$root/python/benchmarks/overhead.py" --json "$OUT/python_overhead.json" 2>&1 | tee -a "$summary"
 
 echo "== python: xqajit vs peers on the same tensors (us, do_bench median)" | tee -a "$summary"
-timeout 400 python3 "$root/python/benchmarks/compare.py" --json "$OUT/python_compare.json" 2>&1 | tee -a "$summary"
+timeout "$COMPARE_S" python3 "$root/python/benchmarks/compare.py" --shapes "$COMPARE_SHAPES" \
+  --json "$OUT/python_compare.json" 2>&1 | tee -a "$summary"
 
 python3 -m xqajit doctor > "$OUT/python_doctor.txt" 2>&1
 echo "python -m xqajit doctor exit $? (log: python_doctor.txt)" | tee -a "$summary"

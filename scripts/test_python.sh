@@ -22,6 +22,12 @@ if [[ ! -x $venv/bin/python ]]; then
     rm -rf "$venv" && python3 -m venv "$venv"
   fi
 fi
+# Python's headers build the package's C fast path (xqajit/_fastcall.c); without
+# them it would be skipped and the tests below would not cover it.
+if [[ ! -f $(python3 -c 'import sysconfig; print(sysconfig.get_path("include"))')/Python.h ]]; then
+  echo "test_python: installing python3-dev (headers for the C fast path)"
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-dev
+fi
 py=$venv/bin/python
 if ! "$py" -c "import torch, pytest, numpy; assert torch.__version__.startswith('$torch_version')" 2>/dev/null; then
   echo "test_python: installing torch==$torch_version, numpy, pytest into $venv"
@@ -40,7 +46,9 @@ from xqajit.__main__ import find_cli
 L.library()
 assert "site-packages/xqajit/lib/" in L._lib._name, L._lib._name
 assert xqajit.library_version() == xqajit.__version__
-print(f"test_python: xqajit {xqajit.__version__} loads {L._lib._name}; CLI {find_cli()}")
+from xqajit.ops import _fast
+assert _fast.status == "on", f"the C fast path is off: {_fast.status}"
+print(f"test_python: xqajit {xqajit.__version__} loads {L._lib._name}; CLI {find_cli()}; C fast path {_fast.status}")
 PY
 
 # From build/ so that the checkout's python/ folder is not on sys.path: the

@@ -42,13 +42,20 @@ struct Driver::Impl {
 
 namespace {
 
-/// Makes `ctx` current for a scope and restores the previous one.
+/// Makes `ctx` current for a scope and restores the previous one. Where `ctx`
+/// is current already (the usual case under torch, whose current device's
+/// primary context is current) it costs one cuCtxGetCurrent instead of a
+/// push and a pop: these sit on every launch's host path.
 class ScopedContext {
  public:
   ScopedContext(const CudaApi& api, CUcontext ctx) : api_(api) {
+    CUcontext current = nullptr;
+    if (api_.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx) return;
     XQAJIT_CU_CHECK(api_, cuCtxPushCurrent(ctx));
+    pushed_ = true;
   }
   ~ScopedContext() {
+    if (!pushed_) return;
     CUcontext popped;
     api_.cuCtxPopCurrent(&popped);
   }
@@ -57,6 +64,7 @@ class ScopedContext {
 
  private:
   const CudaApi& api_;
+  bool pushed_ = false;
 };
 
 }  // namespace
@@ -143,6 +151,13 @@ int Driver::stream_device(Stream stream) {
   } else {
     XQAJIT_CU_CHECK(api, cuCtxGetCurrent(&ctx));
     if (!ctx) return 0;  // no current context: the runtime would use device 0 too
+  }
+  {
+    // A primary context this driver retained stays valid (and on its device) for
+    // the process: its ordinal is known without making it current.
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (size_t i = 0; i < impl_->primary.size(); ++i)
+      if (impl_->primary[i] == ctx) return static_cast<int>(i);
   }
   ScopedContext scope(api, ctx);
   CUdevice dev;

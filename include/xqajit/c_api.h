@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct below or a signature changes. */
-#define XQAJIT_C_ABI_VERSION 1
+#define XQAJIT_C_ABI_VERSION 2
 
 typedef enum XqajitStatus {
   XQAJIT_OK = 0,
@@ -38,6 +38,8 @@ typedef enum XqajitStatus {
 } XqajitStatus;
 
 typedef enum XqajitDType { XQAJIT_FP16 = 0, XQAJIT_BF16 = 1, XQAJIT_FP8 = 2 } XqajitDType;
+/* xqajit::Backend: which kernel family member runs (auto picks by the arch). */
+typedef enum XqajitBackend { XQAJIT_BACKEND_AUTO = 0, XQAJIT_BACKEND_PORTABLE = 1, XQAJIT_BACKEND_HOPPER = 2 } XqajitBackend;
 
 typedef struct XqajitEngine XqajitEngine; /* an xqajit::Engine */
 
@@ -115,6 +117,46 @@ int xqajit_decode_workspace_size(XqajitDecodeArgs* args, int device, uint64_t* b
 /* The spec (as xqajit_spec's result) a decode with these args runs on GPU `device`,
  * or on `arch` ("sm_90a") when it is not NULL (no GPU needed then). */
 int xqajit_decode_spec(XqajitDecodeArgs* args, int device, const char* arch, const char** result_json);
+
+/* --- ops: MLA decode ---------------------------------------------------------
+ * Mirrors xqajit::MlaDecodeParams (include/xqajit/ops/mla_decode.hpp): q
+ * [batch, q_len, num_heads, 576], one shared latent cache [num_pages, page_size,
+ * 576] (K = all 576 values of a row, V = its first 512), out [batch, q_len,
+ * num_heads, 512] bf16. Strides in elements, pointers on the device. */
+typedef struct XqajitMlaDecodeArgs {
+  uint64_t struct_size; /* sizeof(XqajitMlaDecodeArgs) */
+  XqajitEngine* engine; /* NULL: the default engine */
+  void* stream;
+  const void* q;
+  void* out;
+  const void* kv_cache;
+  const int32_t* block_table;
+  const int32_t* seq_lens;
+  const uint32_t* spec_mask; /* [batch, q_len] packed bits, or NULL (causal) */
+  const float* q_scale_ptr;
+  const float* kv_scale_ptr;
+  void* workspace;
+  uint64_t workspace_bytes;
+  uint64_t needed_workspace_bytes; /* out: set with XQAJIT_NEED_WORKSPACE */
+  int64_t q_stride_batch, q_stride_token, q_stride_head;
+  int64_t out_stride_batch, out_stride_token, out_stride_head;
+  int64_t kv_stride_page, kv_stride_token;
+  int64_t block_table_stride;
+  int32_t input, kv; /* XqajitDType: bf16/bf16, fp8/fp8 or bf16/fp8 */
+  int32_t batch, q_len, num_heads, page_size, num_pages, max_pages_per_seq;
+  int32_t backend; /* XqajitBackend */
+  int32_t num_splits, kv_tile, programmatic_dependent_launch;
+  float sm_scale, q_scale, kv_scale;
+} XqajitMlaDecodeArgs;
+
+/* Launches xqajit::mla_decode on args->stream. */
+int xqajit_mla_decode(XqajitMlaDecodeArgs* args);
+/* xqajit::validate only: no GPU, nothing launched. */
+int xqajit_mla_decode_validate(XqajitMlaDecodeArgs* args);
+/* Workspace bytes an MLA decode with these args needs on GPU `device`. */
+int xqajit_mla_decode_workspace_size(XqajitMlaDecodeArgs* args, int device, uint64_t* bytes);
+/* The spec an MLA decode with these args runs on GPU `device`, or on `arch` when not NULL. */
+int xqajit_mla_decode_spec(XqajitMlaDecodeArgs* args, int device, const char* arch, const char** result_json);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,11 @@ as ../shared/peers/decode_peers.py runs them), and FlashInfer's paged decode whe
 tokens (NHD), SDPA reads it contiguous. Times: triton's do_bench median (GPU
 time, host overhead hidden behind the queue), microseconds.
 
-    python benchmarks/compare.py [--shapes B:L,...] [--json FILE]
+MLA (--mla-shapes): xqajit.mla_decode (H=128, bf16, pages of 64 latent rows of
+576) next to PyTorch's two batched matmuls on the same rows stored contiguous
+(scores = q.K^T, softmax, . V with V the first 512 values of each row).
+
+    python benchmarks/compare.py [--shapes B:L,...] [--mla-shapes B:L,...] [--json FILE]
 """
 
 from __future__ import annotations
@@ -87,9 +91,32 @@ def row(B: int, L: int, Hq=32, Hk=8, D=128, P=64, dtype=torch.bfloat16) -> dict:
     return r
 
 
+def mla_row(B: int, L: int, H=128, P=64, dtype=torch.bfloat16) -> dict:
+    sm_scale = 192 ** -0.5
+    q = torch.randn(B, H, 576, dtype=dtype, device="cuda")
+    kv = torch.randn(B, L, 576, dtype=dtype, device="cuda")
+    pages = kv.view(B * (L // P), P, 576)
+    bt = torch.arange(B * (L // P), dtype=torch.int32, device="cuda").view(B, L // P)
+    sl = torch.full((B,), L, dtype=torch.int32, device="cuda")
+    out = torch.empty(B, H, 512, dtype=dtype, device="cuda")
+    r = dict(B=B, L=L, H=H, page_size=P, dtype=str(dtype).replace("torch.", ""), bytes=kv.numel() * kv.element_size())
+    r["xqajit_us"] = bench_us(lambda: xqajit.mla_decode(q, pages, bt, sl, sm_scale=sm_scale, out=out))
+
+    def two_bmm():
+        s = torch.bmm(q, kv.transpose(1, 2)).float() * sm_scale
+        return torch.bmm(torch.softmax(s, dim=-1).to(dtype), kv[:, :, :512])
+
+    r["torch_two_bmm_us"] = bench_us(two_bmm)
+    r["xqajit_max_abs_diff_vs_two_bmm"] = float((out.float() - two_bmm().float()).abs().max())
+    for key in [k for k in r if k.endswith("_us")]:
+        r[key.replace("_us", "_GBps")] = r["bytes"] / (r[key] * 1e-6) / 1e9
+    return r
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default="1:8192,1:65536,16:4096,64:4096,128:8192,256:2048")
+    ap.add_argument("--mla-shapes", default="1:8192,64:4096,128:4096")
     ap.add_argument("--json")
     args = ap.parse_args()
     rows = []
@@ -102,9 +129,20 @@ def main() -> None:
         print(f"{B:>4} {L:>6} {cell('xqajit_us')} {cell('sdpa_cudnn_us')} {cell('sdpa_flash_us')} "
               f"{cell('flashinfer_us'):>10}  {r['xqajit_max_abs_diff_vs_sdpa']:.3g}")
         torch.cuda.empty_cache()
+    mla_rows = []
+    if args.mla_shapes:
+        print(f"MLA H=128 bf16: {'B':>4} {'L':>6} {'xqajit':>9} {'two-bmm':>9}  (us; max|xqajit-two_bmm|)")
+        for item in args.mla_shapes.split(","):
+            B, L = (int(x) for x in item.split(":"))
+            r = mla_row(B, L)
+            mla_rows.append(r)
+            print(f"               {B:>4} {L:>6} {r['xqajit_us']:9.1f} {r['torch_two_bmm_us']:9.1f}  "
+                  f"{r['xqajit_max_abs_diff_vs_two_bmm']:.3g}")
+            torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows,
+                       "mla_rows": mla_rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     import xqajit
     out = xqajit.decode(q, k_cache, v_cache, block_table, seq_lens)
+    out = xqajit.mla_decode(q, kv_cache, block_table, seq_lens, sm_scale=192 ** -0.5)
 
 Importing needs no GPU, no CUDA toolkit and not even libxqajit (loaded on first
 use; see xqajit._library for where it is looked for). The ops need torch; spec(),
@@ -33,8 +34,10 @@ try:
 except ImportError:  # a prewarm host without torch: specs and the CLI still work
     pass
 else:
-    from .ops import decode, validate_decode
+    from .ops import decode, mla_decode, validate_decode, validate_mla_decode
     from .ops.gqa import decode_spec
+    from .ops.mla import mla_decode_spec
     from .workspace import workspace
 
-    __all__ += ["decode", "validate_decode", "decode_spec", "workspace"]
+    __all__ += ["decode", "validate_decode", "decode_spec", "mla_decode", "validate_mla_decode", "mla_decode_spec",
+                "workspace"]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .errors import LibraryError, error_from_status
 
-C_ABI_VERSION = 1  # XQAJIT_C_ABI_VERSION this package was written against
+C_ABI_VERSION = 2  # XQAJIT_C_ABI_VERSION this package was written against
 NEED_WORKSPACE = 10  # XQAJIT_NEED_WORKSPACE
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -51,6 +51,11 @@ _SIGNATURES = {
     "xqajit_decode_validate": (ctypes.c_int, [ctypes.c_void_p]),
     "xqajit_decode_workspace_size": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)]),
     "xqajit_decode_spec": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, _c_str_p]),
+    "xqajit_mla_decode": (ctypes.c_int, [ctypes.c_void_p]),
+    "xqajit_mla_decode_validate": (ctypes.c_int, [ctypes.c_void_p]),
+    "xqajit_mla_decode_workspace_size": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int,
+                                                        ctypes.POINTER(ctypes.c_uint64)]),
+    "xqajit_mla_decode_spec": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, _c_str_p]),
 }
 
 

@@ -78,7 +78,7 @@ def scale_arg(op: str, name: str, value, device: int):
     fail(op, name, f"must be a float or a 1-element float32 CUDA tensor, got {type(value).__name__}")
 
 
-def optional_ptr(op: str, name: str, t, device: int, dtypes: tuple, numel: int) -> int:
+def optional_ptr(op: str, name: str, t, device: int, dtypes: tuple, numel: int, ptr=None) -> int:
     """Device pointer of an optional contiguous tensor of `numel` elements (0 for None)."""
     if t is None:
         return 0
@@ -89,7 +89,7 @@ def optional_ptr(op: str, name: str, t, device: int, dtypes: tuple, numel: int) 
         fail(op, name, f"must be contiguous with {numel} elements, got shape {tuple(t.shape)}"
                        f"{'' if t.is_contiguous() else ' (not contiguous)'}")
     same_device(op, name, t, device)
-    return t.data_ptr()
+    return t.data_ptr() if ptr is None else ptr(t)
 
 
 def current_stream(device: int) -> int:

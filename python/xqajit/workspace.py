@@ -57,6 +57,9 @@ def _grow(index: int, nbytes: int) -> torch.Tensor:
             _retired.append(buf)
         _buffers[index] = new
         _pointers[index] = (new.data_ptr(), new.numel())
+        from .ops import _fast
+
+        _fast.set_workspace(index, new.data_ptr(), new.numel())
         return new
 
 

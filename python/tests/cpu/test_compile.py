@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import xqajit
-from conftest import make_inputs
+from conftest import make_inputs, make_mla_inputs
 
 
 def step(q, k, v, bt, sl, kv_scale):
@@ -49,3 +49,35 @@ def test_combined_cache_and_out_under_compile():
     with pytest.raises(xqajit.ArgumentError, match="CPU tensor"):
         torch.compile(f, fullgraph=True, backend=counter)(q, kv, bt, sl, out)
     assert counter.frame_count == 1
+
+
+def mla_step(q, kv, bt, sl, kv_scale):
+    return xqajit.mla_decode(q * 2, kv, bt, sl, sm_scale=0.07, kv_scale=kv_scale, q_scale=0.5) + 1
+
+
+def test_mla_fullgraph_trace_has_one_graph_with_the_op():
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(mla_step, fullgraph=True, backend=counter)
+    with pytest.raises(xqajit.ArgumentError, match="q is a CPU tensor"):
+        compiled(*make_mla_inputs(q_len=2), torch.ones(1))
+    assert counter.frame_count == 1
+    code = counter.graphs[0].code
+    assert "torch.ops.xqajit.mla_decode" in code and ".item()" not in code
+
+
+def test_mla_fake_impl_checks_at_trace_time():
+    torch._dynamo.reset()
+    q, kv, bt, sl = make_mla_inputs()
+    compiled = torch.compile(mla_step, fullgraph=True, backend="aot_eager")
+    with pytest.raises(Exception, match="kv_cache has 512 values per row"):
+        compiled(q, kv[..., :512], bt, sl, 1.0)
+    mask = torch.ones(2, 1, dtype=torch.int64)
+
+    def with_mask(q, kv, bt, sl, mask):
+        return xqajit.mla_decode(q, kv, bt, sl, sm_scale=0.07, spec_mask=mask)
+
+    with pytest.raises(Exception, match="spec_mask has dtype torch.int64"):
+        torch.compile(with_mask, fullgraph=True, backend="aot_eager")(q, kv, bt, sl, mask)

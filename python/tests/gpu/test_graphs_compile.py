@@ -16,7 +16,7 @@ def test_torch_compile_fullgraph_matches_eager():
         q = (x @ w).view(x.shape[0], 1, 16, 128)
         return xqajit.decode(q, k, v, bt, sl, kv_scale=kv_scale).sum(dim=2)
 
-    x = torch.randn(2, 16 * 128, device="cuda").bfloat16().view(2 * 16, 128)
+    x = torch.randn(2, 16, 128, device="cuda").bfloat16()  # [batch, heads, dim]
 
     def run(fn):
         return fn(x, p["k"], p["v"], p["block_table"], p["seq_lens"], 1.0)

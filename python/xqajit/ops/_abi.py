@@ -70,3 +70,17 @@ DECODE_ARGS = ArgsStruct(
                            "num_splits", "kv_tile", "programmatic_dependent_launch")]
     + [(n, _f32) for n in ("q_scale", "kv_scale", "rcp_out_scale")],
 )
+
+# XqajitMlaDecodeArgs, field for field.
+MLA_DECODE_ARGS = ArgsStruct(
+    "XqajitMlaDecodeArgs",
+    [("struct_size", _u64), ("engine", _p), ("stream", _p), ("q", _p), ("out", _p), ("kv_cache", _p),
+     ("block_table", _p), ("seq_lens", _p), ("spec_mask", _p), ("q_scale_ptr", _p), ("kv_scale_ptr", _p),
+     ("workspace", _p), ("workspace_bytes", _u64), ("needed_workspace_bytes", _u64)]
+    + [(n, _i64) for n in ("q_stride_batch", "q_stride_token", "q_stride_head", "out_stride_batch",
+                           "out_stride_token", "out_stride_head", "kv_stride_page", "kv_stride_token",
+                           "block_table_stride")]
+    + [(n, _i32) for n in ("input", "kv", "batch", "q_len", "num_heads", "page_size", "num_pages",
+                           "max_pages_per_seq", "backend", "num_splits", "kv_tile", "programmatic_dependent_launch")]
+    + [(n, _f32) for n in ("sm_scale", "q_scale", "kv_scale")],
+)

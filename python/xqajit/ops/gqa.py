@@ -18,10 +18,14 @@ from .._tensors import (BF16, DTYPE_CODE, DTYPE_NAME, FP8, FP16, current_stream,
 from ..errors import ArgumentError
 from ..workspace import _grow, default_pointer
 from ..workspace import _pointers as _DEFAULT_WS
+from . import _fast
 from ._abi import DECODE_ARGS
+from ._fast import OP_DECODE
+from ._fast import call as _fast_call
 from ._register import register
 
 _OP = "decode"
+_is_compiling = torch.compiler.is_compiling  # dynamo folds it to True while tracing
 _PACK = DECODE_ARGS.packer.pack_into
 _SIZE = DECODE_ARGS.size
 _SPEC_MASK_DTYPES = (torch.int32, torch.uint32) if hasattr(torch, "uint32") else (torch.int32,)
@@ -209,29 +213,69 @@ def decode(q: torch.Tensor, k_cache: Optional[torch.Tensor] = None, v_cache: Opt
     spec_mask: int32/uint32 [batch, q_len, ceil(q_len/32)], needed when q_len > 1.
     Returns `out` (allocated when None). Raises ArgumentError naming a bad argument.
     """
+    if out is None:
+        out = torch.empty(q.shape, dtype=_output_dtype(q, out_scale), device=q.device)
+    handle = 0 if engine is None else engine.handle
+    compiling = _is_compiling()
+    if _fast_call is not None and not compiling:
+        # The C fast path (ops/_fast.py): arguments whose metadata was checked before.
+        status = _fast_call(OP_DECODE, q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale,
+                            out_scale, sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle)
+        if not status:
+            return out
+        if status > 0 and status != _library.NEED_WORKSPACE:
+            _library.raise_last_error(status)
+    fast_args = (q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale, out_scale,
+                 sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle)
     if kv_cache is not None:
         if k_cache is not None or v_cache is not None:
             fail(_OP, "kv_cache", "was given with k_cache/v_cache: pass either the combined cache or both halves")
         k_cache = kv_cache
     elif k_cache is None or v_cache is None:
         fail(_OP, "k_cache" if k_cache is None else "v_cache", "is missing: pass k_cache and v_cache, or kv_cache=")
-    if out is None:
-        out = torch.empty(q.shape, dtype=_output_dtype(q, out_scale), device=q.device)
-    handle = 0 if engine is None else engine.handle
-    if torch.compiler.is_compiling():
+    if compiling:
         torch.ops.xqajit.decode(out, q, k_cache, v_cache, block_table, seq_lens, workspace, sinks, spec_mask,
                                 *_op_scales(q_scale, kv_scale, out_scale), int(sliding_window), kv_layout,
                                 int(num_splits), handle)
         return out
-    return _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out_scale, sliding_window,
-                sinks, spec_mask, workspace, kv_layout, num_splits, handle)
+    checked = _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out_scale, sliding_window,
+                   sinks, spec_mask, workspace, kv_layout, num_splits, handle)
+    if _fast_call is not None:
+        _register_fast(fast_args, *checked)
+    return out
+
+
+def _register_fast(args, mid, device, v_offset) -> None:
+    """Registers a checked decode() call with the C fast path (args in decode()'s order)."""
+    q_scale, kv_scale, out_scale, workspace = args[7], args[8], args[9], args[13]
+    if isinstance(out_scale, torch.Tensor):
+        return  # its reciprocal is a torch op per call: the Python path keeps it
+    combined = args[5] is not None
+    off = DECODE_ARGS.offset
+    patches = [(_fast.STREAM, 0, off("stream"), 0), (_fast.PTR, 0, off("q"), 0), (_fast.PTR, 6, off("out"), 0),
+               (_fast.PTR, 5 if combined else 1, off("k_cache"), 0),
+               (_fast.PTR, 5, off("v_cache"), v_offset) if combined else (_fast.PTR, 2, off("v_cache"), 0),
+               (_fast.PTR, 3, off("block_table"), 0), (_fast.PTR, 4, off("seq_lens"), 0)]
+    if args[11] is not None:
+        patches.append((_fast.PTR, 11, off("sinks"), 0))
+    if args[12] is not None:
+        patches.append((_fast.PTR, 12, off("spec_mask"), 0))
+    _fast.scale_patch(patches, 7, q_scale, off("q_scale"), off("q_scale_ptr"))
+    _fast.scale_patch(patches, 8, kv_scale, off("kv_scale"), off("kv_scale_ptr"))
+    if out_scale is not None:
+        patches.append((_fast.RCP_F32, 9, off("rcp_out_scale"), 0))
+    _fast.workspace_patch(patches, 13, workspace, off("workspace"))
+    buf = bytearray(_SIZE)
+    _PACK(buf, 0, _SIZE, args[16], 0, *(0,) * 11, 0, 0, 0, *mid, 1.0, 1.0, 1.0)
+    _fast.register(_fast.OP_DECODE, bytes(buf), patches, device, args)
 
 
 def _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out_scale, sliding_window, sinks,
          spec_mask, workspace, kv_layout, num_splits, handle):
-    """The eager launch behind decode() and the custom op. The checks depend on
-    metadata alone: a call whose metadata was seen before reuses their result and
-    only reads pointers and scales (most of the 5 us budget)."""
+    """The eager launch behind decode() and the custom op (the Python path). The
+    checks depend on metadata alone: a call whose metadata was seen before reuses
+    their result and only reads pointers and scales. Returns what was checked:
+    (shapes and strides, device, v - k offset)."""
     try:
         key = (q.shape, q.stride(), q.dtype, q.get_device(), k_cache.shape, k_cache.stride(), k_cache.dtype,
                k_cache.get_device(), None if v_cache is None else (v_cache.shape, v_cache.stride(), v_cache.dtype,
@@ -252,12 +296,13 @@ def _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out
                                                 kv_scale=kv_scale, rcp_out_scale=rcp, sliding_window=sliding_window,
                                                 sinks=sinks, spec_mask=spec_mask, kv_layout=kv_layout,
                                                 num_splits=num_splits)
+        v_offset = ptrs[3] - ptrs[2]
         if key is not None:
             if len(_CHECKED) >= 1024:
                 _CHECKED.clear()
-            _CHECKED[key] = (mid, device, ptrs[3] - ptrs[2])
+            _CHECKED[key] = (mid, device, v_offset)
         launch(ptrs, mid, scales, device, workspace, handle)
-        return out
+        return mid, device, v_offset
     mid, device, v_offset = hit
     k_ptr = k_cache.data_ptr()
     q_s, q_sp = (q_scale, 0) if type(q_scale) is float else _scale(q_scale)
@@ -273,11 +318,11 @@ def _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out
         _PACK(buf, 0, _SIZE, handle, current_stream(device), *ptrs, *(ws or (0, 0)), 0, *mid, q_s, kv_s, rcp_s)
         status = (_library._lib or _library.library()).xqajit_decode(addr)
         if status == 0:
-            return out
+            return hit
         if status != _library.NEED_WORKSPACE:
             _library.raise_last_error(status)
     launch(ptrs, mid, (q_s, kv_s, rcp_s), device, workspace, handle)
-    return out
+    return hit
 
 
 _CHECKED: dict = {}  # metadata of a call's arguments -> (shapes and strides, device, v - k offset)

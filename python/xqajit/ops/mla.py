@@ -1,0 +1,351 @@
+"""xqajit.mla_decode: DeepSeek-style multi-head latent attention decode over a
+paged latent cache, on torch tensors (include/xqajit/ops/mla_decode.hpp).
+
+Every head reads one shared latent row per token: 576 values (512 latent + 64
+rope) used as K, the first 512 as V. The same three ways in as decode (gqa.py):
+  mla_decode(...)              eager: checks, packs XqajitMlaDecodeArgs, calls the C ABI;
+  torch.ops.xqajit.mla_decode  the custom op torch.compile traces (fake impl: checks only);
+  mla_decode_args(...)         the packed values without launching (tests, dry runs).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Optional
+
+import torch
+
+from .. import _library
+from .._tensors import (BF16, DTYPE_NAME, FP8, current_stream, dtype_code, fail, optional_ptr, require_cuda,
+                        require_tensor, same_device, scale_arg, strides_for)
+from ..errors import ArgumentError
+from ..workspace import _grow, default_pointer
+from ..workspace import _pointers as _DEFAULT_WS
+from . import _fast
+from ._abi import MLA_DECODE_ARGS
+from ._fast import OP_MLA
+from ._fast import call as _fast_call
+from ._register import register
+
+_OP = "mla_decode"
+_is_compiling = torch.compiler.is_compiling  # dynamo folds it to True while tracing
+_PACK = MLA_DECODE_ARGS.packer.pack_into
+_SIZE = MLA_DECODE_ARGS.size
+QK_DIM, V_DIM = 576, 512  # a latent row: 512 latent + 64 rope values; V is its first 512
+BACKENDS = {"auto": 0, "portable": 1, "hopper": 2}  # XqajitBackend
+_MASK_DTYPES = (torch.int32, torch.uint32) if hasattr(torch, "uint32") else (torch.int32,)
+_INT32_DTYPES = _MASK_DTYPES
+
+
+def _data_ptr(t: torch.Tensor) -> int:
+    return t.data_ptr()
+
+
+def _no_ptr(t: torch.Tensor) -> int:
+    return 0  # fake and meta tensors have no storage
+
+
+def _sm_scale(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        fail(_OP, "sm_scale", f"must be a Python float (the softmax scale, e.g. 1/sqrt(192) for DeepSeek-V3), "
+                              f"got {type(value).__name__}")
+    value = float(value)
+    if not value > 0.0:
+        fail(_OP, "sm_scale", f"= {value} must be > 0 (DeepSeek-V3: 1/sqrt(192) = 0.0721688)")
+    return value
+
+
+def mla_decode_args(q, kv_cache, block_table, seq_lens, out, *, sm_scale, q_scale=1.0, kv_scale=1.0,
+                    spec_mask=None, backend="auto", num_splits=0, ptr=_data_ptr):
+    """Checks every argument and returns the fields of XqajitMlaDecodeArgs as
+    (pointers, shapes and strides, scales, q's device index). Raises
+    ArgumentError naming the argument."""
+    sm_scale = _sm_scale(sm_scale)
+    require_tensor(_OP, "q", q)
+    qs, qst = q.shape, q.stride()
+    if len(qs) == 4:
+        batch, q_len, heads, d = qs
+        dims = (0, 1, 2)
+    elif len(qs) == 3:
+        batch, heads, d = qs
+        q_len, dims = 1, (0, 0, 1)
+    else:
+        fail(_OP, "q", f"has shape {tuple(qs)}: expected [batch, q_len, num_heads, {QK_DIM}] or "
+                       f"[batch, num_heads, {QK_DIM}]")
+    if d != QK_DIM:
+        fail(_OP, "q", f"has {d} values per head: MLA decode takes {QK_DIM} (512 latent + 64 rope)")
+    q_str = strides_for(_OP, "q", qs, qst, dims)
+    if len(qs) == 3:
+        q_str[1] = q_str[2] * heads  # no token axis: any stride past the heads
+    input_code = dtype_code(_OP, "q", q, (BF16, FP8))
+    device = q.get_device()
+
+    require_tensor(_OP, "kv_cache", kv_cache)
+    ks = kv_cache.shape
+    if len(ks) == 4 and ks[2] == 1:  # FlashMLA's [num_pages, page_size, 1, 576]
+        kv_dims = (0, 1)
+    elif len(ks) == 3:
+        kv_dims = (0, 1)
+    else:
+        fail(_OP, "kv_cache", f"has shape {tuple(ks)}: expected [num_pages, page_size, {QK_DIM}] "
+                              f"(or [num_pages, page_size, 1, {QK_DIM}])")
+    if ks[-1] != QK_DIM:
+        fail(_OP, "kv_cache", f"has {ks[-1]} values per row: MLA decode takes {QK_DIM}")
+    kv_code = dtype_code(_OP, "kv_cache", kv_cache, (BF16, FP8) if input_code == BF16 else (FP8,))
+    same_device(_OP, "kv_cache", kv_cache, device)
+    kv_str = strides_for(_OP, "kv_cache", ks, kv_cache.stride(), kv_dims)
+    num_pages, page_size = ks[0], ks[1]
+
+    require_tensor(_OP, "block_table", block_table)
+    if block_table.dtype != torch.int32 or block_table.dim() != 2 or block_table.shape[0] != batch:
+        fail(_OP, "block_table", f"must be int32 [batch={batch}, max_pages_per_seq], got {block_table.dtype} "
+                                 f"{tuple(block_table.shape)}")
+    bts = block_table.stride()
+    max_pages = block_table.shape[1]
+    if max_pages > 1 and bts[1] != 1:
+        fail(_OP, "block_table", f"must have contiguous rows (stride 1 in dim 1), got strides {bts}")
+    same_device(_OP, "block_table", block_table, device)
+    require_tensor(_OP, "seq_lens", seq_lens)
+    if seq_lens.dtype not in _INT32_DTYPES or seq_lens.shape != (batch,) or (batch > 1 and seq_lens.stride(0) != 1):
+        fail(_OP, "seq_lens", f"must be a contiguous int32 [batch={batch}], got {seq_lens.dtype} {tuple(seq_lens.shape)}")
+    same_device(_OP, "seq_lens", seq_lens, device)
+
+    require_tensor(_OP, "out", out)
+    want = (*qs[:-1], V_DIM)
+    if tuple(out.shape) != want:
+        fail(_OP, "out", f"has shape {tuple(out.shape)}: expected {want} (q's shape with {V_DIM} values per head)")
+    if out.dtype != torch.bfloat16:
+        fail(_OP, "out", f"has dtype {out.dtype}: MLA decode writes torch.bfloat16")
+    same_device(_OP, "out", out, device)
+    o_str = strides_for(_OP, "out", out.shape, out.stride(), dims)
+    if len(qs) == 3:
+        o_str[1] = o_str[2] * heads
+
+    backend_code = BACKENDS.get(backend)
+    if backend_code is None:
+        fail(_OP, "backend", f"= {backend!r}: allowed 'auto', 'portable', 'hopper'")
+    q_scale, q_scale_ptr = scale_arg(_OP, "q_scale", q_scale, device)
+    kv_scale, kv_scale_ptr = scale_arg(_OP, "kv_scale", kv_scale, device)
+    mask_ptr = optional_ptr(_OP, "spec_mask", spec_mask, device, _MASK_DTYPES, batch * q_len, ptr)
+    ptrs = (ptr(q), ptr(out), ptr(kv_cache), ptr(block_table), ptr(seq_lens), mask_ptr, q_scale_ptr, kv_scale_ptr)
+    mid = (q_str[0], q_str[1], q_str[2], o_str[0], o_str[1], o_str[2], kv_str[0], kv_str[1],
+           bts[0] if batch > 1 else max_pages,
+           input_code, kv_code, batch, q_len, heads, page_size, num_pages, max_pages, backend_code,
+           int(num_splits), 0, 1)
+    return ptrs, mid, (sm_scale, q_scale, kv_scale), device
+
+
+def launch(ptrs, mid, scales, device: int, workspace: Optional[torch.Tensor], engine: int = 0) -> None:
+    """Packs XqajitMlaDecodeArgs and launches on the current stream of `device`;
+    grows the default workspace when the launch needs more."""
+    require_cuda(_OP, device)
+    if workspace is None:
+        ws_ptr, ws_bytes = default_pointer(device)
+    else:
+        same_device(_OP, "workspace", workspace, device)
+        ws_ptr, ws_bytes = workspace.data_ptr(), workspace.numel() * workspace.element_size()
+    stream = current_stream(device)
+    buf, addr = MLA_DECODE_ARGS.buffer()
+    _PACK(buf, 0, _SIZE, engine, stream, *ptrs, ws_ptr, ws_bytes, 0, *mid, *scales)
+    lib = _library.library()
+    status = lib.xqajit_mla_decode(addr)
+    if status == _library.NEED_WORKSPACE:
+        needed = MLA_DECODE_ARGS.read_u64(buf, "needed_workspace_bytes")
+        if workspace is not None:
+            raise ArgumentError(f"xqajit.mla_decode: workspace has {ws_bytes} bytes but this launch needs {needed}: "
+                                f"allocate it once, zeroed (torch.zeros({needed}, dtype=torch.uint8, device=...)), "
+                                "or leave workspace=None to use the per-device default")
+        grown = _grow(device, needed)
+        _PACK(buf, 0, _SIZE, engine, stream, *ptrs, grown.data_ptr(), grown.numel(), 0, *mid, *scales)
+        status = lib.xqajit_mla_decode(addr)
+    if status:
+        _library.raise_last_error(status)
+
+
+def _new_out(q: torch.Tensor) -> torch.Tensor:
+    if not isinstance(q, torch.Tensor):
+        require_tensor(_OP, "q", q)
+    return torch.empty((*q.shape[:-1], V_DIM), dtype=torch.bfloat16, device=q.device)
+
+
+def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor, *,
+               sm_scale: float, out: Optional[torch.Tensor] = None, q_scale=1.0, kv_scale=1.0,
+               spec_mask: Optional[torch.Tensor] = None, workspace: Optional[torch.Tensor] = None,
+               backend: str = "auto", num_splits: int = 0, engine=None) -> torch.Tensor:
+    """MLA decode of `q` over a paged latent cache, on the current torch stream.
+
+    q: [batch, q_len, H, 576] or [batch, H, 576], bf16 or fp8 e4m3 (H 16/32/64/128,
+    q_len 1-4). kv_cache: [num_pages, page_size, 576] (or [..., 1, 576]) latent rows,
+    bf16 or fp8 (page_size 32/64); K is the whole row, V its first 512 values.
+    block_table: int32 [batch, max_pages]; seq_lens: int32 [batch], the keys of each
+    request including its q_len new ones (0 gives zeros). sm_scale: the softmax
+    scale, required (DeepSeek-V3: 1/sqrt(192), not 1/sqrt(576)). q_scale, kv_scale:
+    dequantisation scales of fp8 inputs, floats or 1-element float32 CUDA tensors
+    (read at launch: graph-replay safe); logits = q.k * sm_scale * q_scale *
+    kv_scale and out = softmax.V * kv_scale. spec_mask: int32/uint32 [batch, q_len]
+    packed bits over the last q_len keys (None: causal). Returns `out`, bf16
+    [..., 512] (allocated when None). Raises ArgumentError naming a bad argument.
+    """
+    if out is None:
+        out = _new_out(q)
+    handle = 0 if engine is None else engine.handle
+    if _is_compiling():
+        torch.ops.xqajit.mla_decode(out, q, kv_cache, block_table, seq_lens, workspace, spec_mask,
+                                    _sm_scale(sm_scale), *_op_scales(q_scale, kv_scale), backend, int(num_splits),
+                                    handle)
+        return out
+    if _fast_call is not None:
+        # The C fast path (ops/_fast.py): arguments whose metadata was checked before.
+        status = _fast_call(OP_MLA, q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask,
+                            workspace, backend, num_splits, handle)
+        if not status:
+            return out
+        if status > 0 and status != _library.NEED_WORKSPACE:
+            _library.raise_last_error(status)
+    mid, device = _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
+                       backend, num_splits, handle)
+    if _fast_call is not None:
+        _register_fast((q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
+                        backend, num_splits, handle), mid, device)
+    return out
+
+
+def _register_fast(args, mid, device) -> None:
+    """Registers a checked mla_decode() call with the C fast path (args in the order mla_decode() passes them)."""
+    off = MLA_DECODE_ARGS.offset
+    patches = [(_fast.STREAM, 0, off("stream"), 0), (_fast.PTR, 0, off("q"), 0), (_fast.PTR, 4, off("out"), 0),
+               (_fast.PTR, 1, off("kv_cache"), 0), (_fast.PTR, 2, off("block_table"), 0),
+               (_fast.PTR, 3, off("seq_lens"), 0), (_fast.F32, 5, off("sm_scale"), 0)]
+    if args[8] is not None:
+        patches.append((_fast.PTR, 8, off("spec_mask"), 0))
+    _fast.scale_patch(patches, 6, args[6], off("q_scale"), off("q_scale_ptr"))
+    _fast.scale_patch(patches, 7, args[7], off("kv_scale"), off("kv_scale_ptr"))
+    _fast.workspace_patch(patches, 9, args[9], off("workspace"))
+    buf = bytearray(_SIZE)
+    _PACK(buf, 0, _SIZE, args[12], 0, *(0,) * 8, 0, 0, 0, *mid, 0.0, 1.0, 1.0)
+    _fast.register(_fast.OP_MLA, bytes(buf), patches, device, args)
+
+
+_CHECKED: dict = {}  # metadata of a call's arguments -> (shapes and strides, device)
+
+
+def _meta(t):
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
+
+
+def _scale(s):
+    """(host value, device pointer) of a scale already checked by mla_decode_args."""
+    if type(s) is float:
+        return s, 0
+    return (1.0, s.data_ptr()) if isinstance(s, torch.Tensor) else (float(s), 0)
+
+
+def _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace, backend,
+         num_splits, handle):
+    """The eager launch behind mla_decode() and the custom op: checks cached by
+    the arguments' metadata, as gqa._run does."""
+    try:
+        key = (q.shape, q.stride(), q.dtype, q.get_device(), kv_cache.shape, kv_cache.stride(), kv_cache.dtype,
+               kv_cache.get_device(), block_table.shape, block_table.stride(), block_table.dtype,
+               block_table.get_device(), seq_lens.shape, seq_lens.stride(), seq_lens.dtype, seq_lens.get_device(),
+               out.shape, out.stride(), out.dtype, out.get_device(),
+               type(q_scale) if type(q_scale) is float else _meta(q_scale) if isinstance(q_scale, torch.Tensor)
+               else type(q_scale),
+               type(kv_scale) if type(kv_scale) is float else _meta(kv_scale) if isinstance(kv_scale, torch.Tensor)
+               else type(kv_scale),
+               type(sm_scale), sm_scale > 0 if type(sm_scale) is float else None,
+               None if spec_mask is None else _meta(spec_mask), backend, num_splits)
+        hit = _CHECKED.get(key)
+    except (AttributeError, TypeError):  # not tensors, or unhashable: mla_decode_args says which argument
+        key = hit = None
+    if hit is None:
+        ptrs, mid, scales, device = mla_decode_args(q, kv_cache, block_table, seq_lens, out, sm_scale=sm_scale,
+                                                    q_scale=q_scale, kv_scale=kv_scale, spec_mask=spec_mask,
+                                                    backend=backend, num_splits=num_splits)
+        if key is not None:
+            if len(_CHECKED) >= 1024:
+                _CHECKED.clear()
+            _CHECKED[key] = (mid, device)
+        launch(ptrs, mid, scales, device, workspace, handle)
+        return mid, device
+    mid, device = hit
+    q_s, q_sp = _scale(q_scale)
+    kv_s, kv_sp = _scale(kv_scale)
+    ptrs = (q.data_ptr(), out.data_ptr(), kv_cache.data_ptr(), block_table.data_ptr(), seq_lens.data_ptr(),
+            0 if spec_mask is None else spec_mask.data_ptr(), q_sp, kv_sp)
+    scales = (float(sm_scale), q_s, kv_s)
+    if workspace is None and device >= 0:
+        ws = _DEFAULT_WS.get(device)
+        buf, addr = MLA_DECODE_ARGS.buffer()
+        _PACK(buf, 0, _SIZE, handle, current_stream(device), *ptrs, *(ws or (0, 0)), 0, *mid, *scales)
+        status = (_library._lib or _library.library()).xqajit_mla_decode(addr)
+        if status == 0:
+            return hit
+        if status != _library.NEED_WORKSPACE:
+            _library.raise_last_error(status)
+    launch(ptrs, mid, scales, device, workspace, handle)
+    return hit
+
+
+def mla_decode_spec(q: torch.Tensor, kv_cache: torch.Tensor, *, backend: str = "auto", arch: Optional[str] = None):
+    """The kernel spec mla_decode() runs for these tensors, for xqajit.prewarm():
+    on `arch`, or on the best arch of q's GPU. Tensors may be CPU or meta tensors."""
+    from ..spec import device_arch, spec
+
+    require_tensor(_OP, "q", q)
+    require_tensor(_OP, "kv_cache", kv_cache)
+    if q.dim() not in (3, 4) or q.shape[-1] != QK_DIM:
+        fail(_OP, "q", f"has shape {tuple(q.shape)}: expected [batch, q_len, num_heads, {QK_DIM}]")
+    input_code = dtype_code(_OP, "q", q, (BF16, FP8))
+    kv_code = dtype_code(_OP, "kv_cache", kv_cache, (BF16, FP8) if input_code == BF16 else (FP8,))
+    if backend not in BACKENDS:
+        fail(_OP, "backend", f"= {backend!r}: allowed 'auto', 'portable', 'hopper'")
+    if arch is None:
+        require_cuda(_OP, q.get_device())
+        arch = device_arch(q.get_device())
+    fields = dict(kind="mla", input=DTYPE_NAME[input_code], kv=DTYPE_NAME[kv_code], output="bf16", head_dim=QK_DIM,
+                  page_size=kv_cache.shape[1], group=q.shape[-2], q_len=q.shape[1] if q.dim() == 4 else 1, arch=arch)
+    if backend != "auto":
+        fields["backend"] = backend
+    return spec(**fields)
+
+
+def _op_scales(q_scale, kv_scale):
+    """Scales as the custom op takes them: (tensor or None, float) per scale."""
+    def split(v):
+        return (v, 1.0) if isinstance(v, torch.Tensor) else (None, float(v))
+    return (*split(q_scale), *split(kv_scale))
+
+
+def validate(q, kv_cache, block_table, seq_lens, *, sm_scale, out=None, **kw):
+    """Every check mla_decode() makes, Python's and the library's (xqajit::validate),
+    without a GPU and without launching. Tensors may live on the CPU."""
+    if out is None:
+        out = _new_out(q)
+    ptrs, mid, scales, _ = mla_decode_args(q, kv_cache, block_table, seq_lens, out, sm_scale=sm_scale, **kw)
+    buf, addr = MLA_DECODE_ARGS.buffer()
+    _PACK(buf, 0, _SIZE, 0, 0, *ptrs, 0, 0, 0, *mid, *scales)
+    status = _library.library().xqajit_mla_decode_validate(addr)
+    if status:
+        _library.raise_last_error(status)
+
+
+# --- the custom op torch.compile traces (and CUDA graphs capture) -------------------
+
+
+def _mla_op(out, q, kv_cache, block_table, seq_lens, workspace, spec_mask, sm_scale, q_scale_t, q_scale,
+            kv_scale_t, kv_scale, backend, num_splits, engine) -> None:
+    _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale if q_scale_t is None else q_scale_t,
+         kv_scale if kv_scale_t is None else kv_scale_t, spec_mask, workspace, backend, num_splits, engine)
+
+
+def _mla_fake(out, q, kv_cache, block_table, seq_lens, workspace, spec_mask, sm_scale, q_scale_t, q_scale,
+              kv_scale_t, kv_scale, backend, num_splits, engine) -> None:
+    mla_decode_args(q, kv_cache, block_table, seq_lens, out, sm_scale=sm_scale, spec_mask=spec_mask,
+                    backend=backend, num_splits=num_splits, ptr=_no_ptr)
+
+
+register("mla_decode", "(Tensor(a!) out, Tensor q, Tensor kv_cache, Tensor block_table, Tensor seq_lens, "
+                       "Tensor(b!)? workspace, Tensor? spec_mask, float sm_scale, Tensor? q_scale_t, float q_scale, "
+                       "Tensor? kv_scale_t, float kv_scale, str backend, int num_splits, int engine) -> ()",
+         _mla_op, _mla_fake)
