@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <iterator>
 #include <random>
 
@@ -308,6 +309,23 @@ CliResult run_cli(const TempDir&, const std::string& env, const std::string& arg
 }
 
 }  // namespace
+
+TEST_CASE("CLI: packing an auto spec packs every backend its launch may pick", "[bundle][cli]") {
+  TempDir dir;
+  // An fp8 cache on sm_90a: decode_plan runs the hopper backend, other archs portable.
+  const fs::path specs = dir.path() / "specs.json";
+  write_file(specs, R"([{"input": "bf16", "kv": "fp8", "head_dim": 64, "page_size": 16, "arch": "sm_90a"}])");
+  const std::string out = (dir.path() / "auto.xqab").string();
+  const CliResult pack = run_cli(dir, "", "--cache-dir " + (dir.path() / "cache").string() +
+                                              " bundle pack --out " + out + " --spec-file " + specs.string());
+  INFO(pack.err);
+  REQUIRE(pack.exit_code == 0);
+  const auto doc = nlohmann::json::parse(run_cli(dir, "", "bundle list --json " + out).out);
+  std::set<std::string> names;
+  for (const auto& e : doc.at("entries")) names.insert(e.at("name").get<std::string>());
+  CHECK(names == std::set<std::string>{"gqa_bf16_kvfp8_obf16_d64_p16_g1_q1_sw0_t128_portable_sm90a",
+                                       "gqa_bf16_kvfp8_obf16_d64_p16_g1_q1_sw0_t64_hopper_sm90a"});
+}
 
 TEST_CASE("CLI: pack -> list -> verify -> unpack, and the engine serving from a bundle", "[bundle][cli]") {
   TempDir dir;

@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
         {1, 8192, 32, 8, 128, bf, f8, 64},    {128, 8192, 32, 8, 128, bf, f8, 64},
         {32, 4096, 16, 4, 256, bf, f8, 64},   {16, 4096, 32, 8, 128, bf, f8, 64},
         {1, 65536, 32, 8, 128, bf, f8, 64},   {32, 4096, 64, 8, 128, fp, f8, 64},
+        {64, 4096, 32, 8, 128, bf, f8, 16},   {1, 8192, 32, 8, 128, bf, f8, 16},
         // variant knobs (run 3 of PERF.md swept t32, forced 16/64 splits and HND pages: all
         // slower or equal), kept: fp8 with 64-key tiles (default 128), D=256 with 64-key tiles
         {64, 4096, 32, 8, 128, bf, f8, 64, 64}, {32, 4096, 16, 4, 256, bf, bf, 64, 64},

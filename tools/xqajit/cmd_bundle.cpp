@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 
 #include "cli.hpp"
 #include "cli_common.hpp"
@@ -65,18 +66,23 @@ void run_pack(const GlobalFlags& flags, const PackArgs& args) {
                  std::move(*cubin));
     }
   } else {
-    // Compile what is missing first (in parallel), then collect from memory.
+    // Compile what is missing first (in parallel), then collect from memory. What
+    // prewarm compiles -- every backend a launch of an auto spec may pick, and the
+    // tuned variants -- is what a host without a compiler needs.
     std::size_t failed = 0;
-    for (const auto& r : engine.prewarm(specs, args.jobs)) {
+    const auto results = engine.prewarm(specs, args.jobs);
+    for (const auto& r : results) {
       if (r.ok) continue;
       ++failed;
       fmt::print(stderr, "xqajit: cannot pack {}: {}\n", r.name.empty() ? r.spec.arch.str() : r.name,
                  r.error);
     }
     if (failed > 0) throw Error(fmt::format("{} spec(s) could not be compiled; nothing was written", failed));
-    for (const KernelSpec& spec : specs) {
-      const CubinRef ref = engine.cubin(spec);
-      writer.add({ref.name, normalized(spec).arch.str(), ref.fingerprint, 0, 0, {}}, *ref.cubin);
+    std::set<std::string> packed;
+    for (const auto& r : results) {
+      if (!packed.insert(r.name).second) continue;  // the same kernel named twice
+      const CubinRef ref = engine.cubin(r.spec);
+      writer.add({ref.name, normalized(r.spec).arch.str(), ref.fingerprint, 0, 0, {}}, *ref.cubin);
     }
   }
   if (args.with_tuning) {  // tuning tables travel as specially named entries (tuning.hpp)
