@@ -18,9 +18,18 @@ export XQAJIT_CACHE_DIR=${XQAJIT_CACHE_DIR:-/tmp/xqajit-cache}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 date -u | tee -a "$OUT/device.txt"
-timeout 240 "$BIN/gpu_test_decode" ${TEST_ARGS:-} > "$OUT/test.log" 2>&1
-echo "gpu_test_decode exit: $?" | tee -a "$OUT/test.log"
-timeout 150 "$BIN/bench_decode" ${BENCH_ARGS:-} > "$OUT/bench.txt" 2> "$OUT/bench.jsonl"
+# The decode grid once per GQA backend (auto = the launch plan's choice; portable and
+# hopper each on every case; hopper needs sm_90a: TEST_BACKENDS=auto elsewhere).
+: > "$OUT/test.log"
+for be in ${TEST_BACKENDS:-auto portable hopper}; do
+  XQAJIT_TEST_DECODE_BACKEND=$be timeout 240 "$BIN/gpu_test_decode" ${TEST_ARGS:-} > "$OUT/test_$be.log" 2>&1
+  rc=$?
+  echo "gpu_test_decode backend=$be exit: $rc $(grep -E 'seed|decode cases' "$OUT/test_$be.log" | tr '\n' ' ')" | tee -a "$OUT/test.log"
+  cat "$OUT/test_$be.log" >> "$OUT/test.log"
+done
+# Every shape with each backend side by side; the driver's JIT cache off so nvrtc_s is a cold compile.
+CUDA_CACHE_DISABLE=1 XQAJIT_BENCH_BACKENDS=${BENCH_BACKENDS:-auto,portable,hopper} timeout 300 "$BIN/bench_decode" \
+  ${BENCH_ARGS:-} > "$OUT/bench.txt" 2> "$OUT/bench.jsonl"
 echo "bench_decode exit: $?" >> "$OUT/bench.txt"
 if [ -f .peers/decode_peers.py ] && [ -z "${NO_PEERS:-}" ]; then
   PYTHONUNBUFFERED=1 timeout 150 python3 .peers/decode_peers.py --shapes tools/bench/peer_shapes.json \
