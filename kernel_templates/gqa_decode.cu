@@ -20,39 +20,14 @@
 #include "common/pdl.cuh"
 #include "common/split_merge.cuh"
 #include "common/types.cuh"
+#include "gqa/spec_flags.cuh"
 #include "xqajit/decode_args.h"
-
-#if !defined(HEAD_ELEMS) || !defined(HEAD_GRP_SIZE) || !defined(TOKENS_PER_PAGE) || \
-    !defined(CACHE_ELEM_ENUM) || !defined(INPUT_FP16) || !defined(KV_TILE_TOKENS)
-#error "gqa_decode.cu needs the spec flags (HEAD_ELEMS, HEAD_GRP_SIZE, TOKENS_PER_PAGE, ...)"
-#endif
-#ifndef SPEC_DEC
-#define SPEC_DEC 0
-#endif
-#ifndef SPEC_Q_SEQ_LEN
-#define SPEC_Q_SEQ_LEN 1
-#endif
-#ifndef SLIDING_WINDOW
-#define SLIDING_WINDOW 0
-#endif
-#ifndef LOW_PREC_OUTPUT
-#define LOW_PREC_OUTPUT 0
-#endif
 
 namespace xqajit {
 namespace gqa {
 
-constexpr int kHeadDim = HEAD_ELEMS;
-constexpr int kGroup = HEAD_GRP_SIZE;
-constexpr int kPageSize = TOKENS_PER_PAGE;
-constexpr int kTile = KV_TILE_TOKENS;
-constexpr bool kSpecDec = SPEC_DEC != 0;
-constexpr int kQLen = kSpecDec ? SPEC_Q_SEQ_LEN : 1;
-constexpr bool kFp16 = INPUT_FP16 != 0;
-constexpr bool kFp8Cache = CACHE_ELEM_ENUM == 2;
-constexpr bool kFp8Out = LOW_PREC_OUTPUT != 0;
-constexpr bool kWindow = SLIDING_WINDOW != 0;
-constexpr int kCacheBytes = kFp8Cache ? 1 : 2;
+using namespace ::xqajit::gqa_flags;  // the spec flags (kHeadDim, kTile, kFp8Cache, ...)
+
 #ifdef __CUDA_ARCH__
 constexpr int kArch = __CUDA_ARCH__ / 10;
 #else
@@ -74,18 +49,13 @@ constexpr int kDimTiles = kHeadDim / 8;       // n-tiles of the output block
 constexpr int kRowBytes16 = kHeadDim * 2;     // a 16-bit K/V/Q row in shared memory
 constexpr int kCacheRowBytes = kHeadDim * kCacheBytes;
 constexpr bool kQInRegisters = kHeadDim <= 128;  // D=256 reloads Q to stay off local memory
-// fp8 caches run both products in fp16 (exact for e4m3; a bf16 Q is pre-scaled).
-constexpr bool kMmaFp16 = kFp16 || kFp8Cache;
 constexpr int kCacheChunks = kCacheRowBytes / 16;  // 16-byte chunks of one cached row
 
 static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "HEAD_ELEMS: 64, 128 or 256");
-static_assert(kGroup >= 1 && kGroup <= 64, "HEAD_GRP_SIZE: 1 to 64");
-static_assert(kQLen >= 1 && kQLen <= 32, "SPEC_Q_SEQ_LEN: 1 to 32 (one mask word per row)");
 static_assert(kTile == 16 || kTile == 32 || kTile == 64 || kTile == 128, "KV_TILE_TOKENS: 16..128");
 static_assert(kWarpTokens % 16 == 0, "each warp needs whole 16-key steps of a tile");
 static_assert(kStages >= 2, "this spec's K/V tiles do not fit in shared memory: lower kv_tile");
 static_assert(CACHE_ELEM_ENUM == 0 || CACHE_ELEM_ENUM == 2, "CACHE_ELEM_ENUM: 0 or 2");
-static_assert(!kFp8Out || kFp8Cache, "fp8 output needs an fp8 cache");
 
 __device__ __forceinline__ int fp8_k_swizzle(int tok) { return fp8_k_chunk_swizzle<kCacheChunks>(tok); }
 __device__ __forceinline__ int fp8_v_swizzle(int tok) { return fp8_v_chunk_swizzle<kCacheChunks>(tok); }
@@ -354,10 +324,10 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
 #pragma unroll
     for (int kb = 0; kb < kWarpTokens / 16; ++kb) {
       u32 pa[4];
-      pa[0] = pack_f32x2<kMmaFp16>(s[2 * kb][0], s[2 * kb][1]);
-      pa[1] = pack_f32x2<kMmaFp16>(s[2 * kb][2], s[2 * kb][3]);
-      pa[2] = pack_f32x2<kMmaFp16>(s[2 * kb + 1][0], s[2 * kb + 1][1]);
-      pa[3] = pack_f32x2<kMmaFp16>(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+      pa[0] = pack_f32x2<kMmaF16>(s[2 * kb][0], s[2 * kb][1]);
+      pa[1] = pack_f32x2<kMmaF16>(s[2 * kb][2], s[2 * kb][3]);
+      pa[2] = pack_f32x2<kMmaF16>(s[2 * kb + 1][0], s[2 * kb + 1][1]);
+      pa[3] = pack_f32x2<kMmaF16>(s[2 * kb + 1][2], s[2 * kb + 1][3]);
       if constexpr (kFp8Cache) {
         // This thread's P columns are keys 4 quad_col + {0..3}; V words of those 4 rows at
         // dims 32 m + 4 quad_row + {0..3} give, byte-transposed, the B fragments of

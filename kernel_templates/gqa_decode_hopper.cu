@@ -43,39 +43,13 @@
 #include "common/types.cuh"
 #include "common/wgmma.cuh"
 #include "gqa/hopper_geometry.h"
+#include "gqa/spec_flags.cuh"
 #include "xqajit/decode_args.h"
-
-#if !defined(HEAD_ELEMS) || !defined(HEAD_GRP_SIZE) || !defined(TOKENS_PER_PAGE) || \
-    !defined(CACHE_ELEM_ENUM) || !defined(INPUT_FP16) || !defined(KV_TILE_TOKENS)
-#error "gqa_decode_hopper.cu needs the spec flags (HEAD_ELEMS, HEAD_GRP_SIZE, TOKENS_PER_PAGE, ...)"
-#endif
-#ifndef SPEC_DEC
-#define SPEC_DEC 0
-#endif
-#ifndef SPEC_Q_SEQ_LEN
-#define SPEC_Q_SEQ_LEN 1
-#endif
-#ifndef SLIDING_WINDOW
-#define SLIDING_WINDOW 0
-#endif
-#ifndef LOW_PREC_OUTPUT
-#define LOW_PREC_OUTPUT 0
-#endif
 
 namespace xqajit {
 namespace gqa_hopper {
 
-constexpr int kHeadDim = HEAD_ELEMS;
-constexpr int kGroup = HEAD_GRP_SIZE;
-constexpr int kPageSize = TOKENS_PER_PAGE;
-constexpr int kTile = KV_TILE_TOKENS;
-constexpr bool kSpecDec = SPEC_DEC != 0;
-constexpr int kQLen = kSpecDec ? SPEC_Q_SEQ_LEN : 1;
-constexpr bool kFp16 = INPUT_FP16 != 0;
-constexpr bool kFp8Cache = CACHE_ELEM_ENUM == 2;
-constexpr bool kFp8Out = LOW_PREC_OUTPUT != 0;
-constexpr bool kWindow = SLIDING_WINDOW != 0;
-constexpr int kCacheBytes = kFp8Cache ? 1 : 2;
+using namespace ::xqajit::gqa_flags;  // the spec flags (kHeadDim, kTile, kFp8Cache, ...)
 
 constexpr XqajitDecodeGeometry kGeo =
     xqajit_gqa_hopper_geometry(kHeadDim, kGroup, kQLen, kTile, kCacheBytes, 90);
@@ -88,8 +62,6 @@ constexpr int kMBlocks = kTile / 64;     // wgmma M blocks of keys per tile
 constexpr int kDBlocks = kHeadDim / 64;  // 64-wide head-dim blocks (128-byte swizzle atoms)
 constexpr int kRegs = kN / 2;            // accumulator registers of one m64nN block
 constexpr int kCols = kN / 4;            // query rows a thread holds: 2 per 8 columns
-// fp8 caches run both products in fp16 (e4m3 is exact in it; a bf16 Q is pre-scaled).
-constexpr bool kMmaF16 = kFp16 || kFp8Cache;
 constexpr int kMergeStride = kHeadDim + 4;  // fp32 row stride of the merge buffer (bank spread)
 constexpr int kRawChunks = kHeadDim * kCacheBytes / 16;  // 16-byte chunks of one cached row
 constexpr int kVBytes = 2 * kDBlocks;                    // fp8: head dims a thread owns in O^T
@@ -102,9 +74,6 @@ constexpr int kPipeOff = kGeo.q_bytes;
 
 static_assert(kStages >= 2, "this spec is not built by the hopper backend (sm_90a, kv_tile 64/128)");
 static_assert(kHeadDim % 64 == 0 && kTile % 64 == 0, "64-wide swizzle atoms");
-static_assert(kGroup >= 1 && kGroup <= 64, "HEAD_GRP_SIZE: 1 to 64");
-static_assert(kQLen >= 1 && kQLen <= 32, "SPEC_Q_SEQ_LEN: 1 to 32 (one mask word per row)");
-static_assert(!kFp8Out || kFp8Cache, "fp8 output needs an fp8 cache");
 static_assert(kPOff % 1024 == 0 && kPipeOff % 1024 == 0, "swizzle atoms are 1024-aligned");
 
 // Byte offset of 16-byte chunk `chunk` (of 8 16-bit values) of row `row` in a

@@ -243,7 +243,21 @@ TEST_CASE("the GQA family compiles for sm_90a and sm_120a (representative sample
     s.kv_tile = 128;
     specs.push_back(s);
   }
+  // The hopper backend beyond what auto fp8 specs expand to (prewarm adds those):
+  // 16-bit caches, spec-dec with a window, the widest rows at D=256.
+  for (int d : {128, 256}) {
+    KernelSpec s;
+    s.input = s.kv = s.output = DType::fp16;
+    s.head_dim = d;
+    s.group = d == 128 ? 8 : 64;
+    s.q_len = d == 128 ? 4 : 32;
+    s.sliding_window = d == 128;
+    s.arch = Arch::parse("sm_90a");
+    s.backend = Backend::hopper;
+    specs.push_back(s);
+  }
   const auto results = engine.prewarm(specs, 2);
+  CHECK(results.size() > specs.size());  // + the hopper variants of the auto fp8 q_len-1 specs
   for (const auto& r : results) {
     INFO(r.name << ": " << r.error.substr(0, 3000));
     CHECK(r.ok);
