@@ -152,7 +152,13 @@ Engine& engine_of(XqajitEngine* handle) { return handle ? *handle->engine : defa
 std::string spec_result_json(const KernelSpec& spec) {
   nlohmann::json fields = nlohmann::json::object();
   for (const auto& [field, value] : spec_to_fields(spec)) fields[field] = value;
-  return nlohmann::json{{"name", canonical_name(spec)}, {"flags", flags(spec)}, {"fields", fields}}.dump();
+  // Every kernel a launch of this spec may use (backend=auto GQA on sm_90a: both
+  // backends): what a prewarm of it compiles.
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const KernelSpec& k : launch_variants({spec})) kernels.push_back(canonical_name(k));
+  return nlohmann::json{{"name", canonical_name(spec)}, {"flags", flags(spec)}, {"fields", fields},
+                        {"kernels", kernels}}
+      .dump();
 }
 
 Arch device_arch(int device) { return gpu_arch(device); }
@@ -225,27 +231,35 @@ int xqajit_prewarm(XqajitEngine* handle, const char* specs_json, int jobs, const
     const nlohmann::json list = nlohmann::json::parse(specs_json);
     if (!list.is_array()) return c_api::fail(XQAJIT_ARGUMENT_ERROR, "prewarm: expected a list of specs");
     // A spec that does not parse or validate becomes a failed result, like a failed compile.
+    // Engine::prewarm returns, in order, each spec's launch variants (one result per
+    // kernel, launch_variants), then the tuned variants the table adds: the output
+    // keeps each request's results at its place and the tuned ones last.
     std::vector<KernelSpec> specs;
+    std::vector<std::size_t> kernels_of(list.size(), 0);
     std::vector<nlohmann::json> rejected(list.size());
     for (std::size_t i = 0; i < list.size(); ++i) {
       try {
         specs.push_back(c_api::spec_from_json(list[i]));
+        kernels_of[i] = launch_variants({specs.back()}).size();
       } catch (const Error& e) {
         rejected[i] = {{"name", list[i].dump()}, {"ok", false}, {"source", ""}, {"seconds", 0.0}, {"error", e.what()}};
       }
     }
     const std::vector<PrewarmResult> results = c_api::engine_of(handle).prewarm(specs, jobs);
     nlohmann::json out = nlohmann::json::array();
+    auto emit = [&](const PrewarmResult& r) {
+      out.push_back({{"name", r.name}, {"ok", r.ok}, {"source", to_string(r.source)}, {"seconds", r.seconds},
+                     {"error", r.error}});
+    };
     std::size_t next = 0;
     for (std::size_t i = 0; i < list.size(); ++i) {
       if (!rejected[i].is_null()) {
         out.push_back(rejected[i]);
         continue;
       }
-      const PrewarmResult& r = results.at(next++);
-      out.push_back({{"name", r.name}, {"ok", r.ok}, {"source", to_string(r.source)}, {"seconds", r.seconds},
-                     {"error", r.error}});
+      for (std::size_t k = 0; k < kernels_of[i]; ++k) emit(results.at(next++));
     }
+    while (next < results.size()) emit(results[next++]);
     *result_json = c_api::keep(out.dump());
     return XQAJIT_OK;
   });

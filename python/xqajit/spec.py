@@ -21,6 +21,9 @@ class Spec:
     name: str
     flags: tuple = ()
     fields: Mapping[str, str] = field(default_factory=dict)
+    # Canonical names of every kernel a launch of this spec may use (backend=auto
+    # GQA on sm_90a picks per call between two): what prewarm() compiles for it.
+    kernels: tuple = field(default=(), compare=False)
 
     def __str__(self) -> str:
         return self.name
@@ -57,7 +60,7 @@ def spec(name: Optional[str] = None, **fields) -> Spec:
     """
     request = _as_json(name) if name is not None else _as_json(fields)
     result = _library.call_json("xqajit_spec", json.dumps(request).encode())
-    return Spec(result["name"], tuple(result["flags"]), result["fields"])
+    return Spec(result["name"], tuple(result["flags"]), result["fields"], tuple(result.get("kernels", ())))
 
 
 def prewarm(specs: Union[SpecLike, Iterable[SpecLike]], *, jobs: int = 0, engine=None) -> list:
@@ -69,7 +72,13 @@ def prewarm(specs: Union[SpecLike, Iterable[SpecLike]], *, jobs: int = 0, engine
     from .engine import default_engine
 
     eng = engine or default_engine()
-    payload = json.dumps([_as_json(s) for s in specs]).encode()
+    requests = []
+    for s in specs:
+        if isinstance(s, Spec) and s.kernels:
+            requests.extend({"name": k} for k in s.kernels)
+        else:
+            requests.append(_as_json(s))
+    payload = json.dumps(requests).encode()
     results = _library.call_json("xqajit_prewarm", ctypes.c_void_p(eng.handle), payload, int(jobs))
     return [PrewarmResult(**r) for r in results]
 

@@ -16,6 +16,19 @@ def test_spec_by_fields_and_by_name_round_trip():
     assert xqajit.spec("input=bf16 kv=fp8 head_dim=128 page_size=64 group=8 arch=sm_90a") == s
 
 
+def test_auto_spec_lists_and_prewarms_every_kernel_its_launch_may_pick(tmp_path):
+    # bf16 activations over an fp8 cache on sm_90a: decode() runs the hopper backend
+    # there, so prewarming the (auto) spec compiles both backends' kernels.
+    s = xqajit.spec(**FIELDS)
+    assert len(s.kernels) == 2 and s.kernels[0] == s.name and s.kernels[1].endswith("_hopper_sm90a")
+    assert xqajit.spec(s.name).kernels == (s.name,)  # a canonical name pins one kernel
+    assert xqajit.spec(**dict(FIELDS, kv="bf16")).kernels == (xqajit.spec(**dict(FIELDS, kv="bf16")).name,)
+    engine = xqajit.Engine(cache_dir=tmp_path, log_level="error")
+    results = engine.prewarm(s, jobs=1)
+    assert [r.name for r in results] == list(s.kernels)
+    assert all(r.ok for r in results), results
+
+
 def test_spec_error_names_field_value_and_allowed():
     with pytest.raises(xqajit.SpecError) as e:
         xqajit.spec(input="fp32", arch="sm_90a")
