@@ -64,8 +64,11 @@ def spec(name: Optional[str] = None, **fields) -> Spec:
 
 
 def prewarm(specs: Union[SpecLike, Iterable[SpecLike]], *, jobs: int = 0, engine=None) -> list:
-    """Gets every spec's kernel into the caches (compiling what is missing) so
+    """Gets every spec's kernels into the caches (compiling what is missing) so
     that no decode call ever waits for NVRTC; `jobs` worker threads (0 = cores).
+    One result per kernel, in request order: a spec whose launch may use several
+    kernels (`Spec.kernels`, e.g. both GQA backends for an fp8 cache on sm_90a)
+    gives one each, and the variants a tuning table chose for them come last.
     Never raises for one bad spec: check each result's `ok` and `error`."""
     if isinstance(specs, (Spec, str, Mapping)):
         specs = [specs]
