@@ -21,8 +21,12 @@ void run_spec(const GlobalFlags& flags, const std::vector<std::string>& args) {
   const KernelSpec spec = spec_from_args(args, make_options(flags));
   const std::string name = canonical_name(spec);
   const std::vector<std::string> spec_flags = xqajit::flags(spec);
+  // Every kernel a launch of this spec may use (backend=auto GQA on sm_90a picks per
+  // call): what prewarm and bundle pack compile for it.
+  std::vector<std::string> kernels;
+  for (const KernelSpec& k : launch_variants({spec})) kernels.push_back(canonical_name(k));
   if (flags.json) {
-    print_json({{"name", name}, {"flags", spec_flags}, {"fields", fields_json(spec)}});
+    print_json({{"name", name}, {"flags", spec_flags}, {"fields", fields_json(spec)}, {"kernels", kernels}});
     return;
   }
   // The name alone on the first line, so `xqajit spec ... | head -1` is the name.
@@ -34,6 +38,8 @@ void run_spec(const GlobalFlags& flags, const std::vector<std::string>& args) {
     if (auto it = fields.find(field); it != fields.end()) pairs.push_back(field + "=" + it->second);
   }
   fmt::print("  fields: {}\n", fmt::join(pairs, " "));
+  if (kernels.size() > 1)
+    fmt::print("  launches may use (backend=auto; prewarm compiles each): {}\n", fmt::join(kernels, " "));
 }
 
 void run_compile(const GlobalFlags& flags, const std::vector<std::string>& args) {
