@@ -119,14 +119,24 @@ std::string backend_list(const std::vector<Backend>& v) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
+// The hopper backends use wgmma (MLA also setmaxnreg): sm_90a only. These three
+// allocate nothing: launch plans normalize and validate a spec on every call.
+bool has_hopper(const Arch& arch) { return arch.number() == 90 && arch.accel; }
+bool offers(const Arch& arch, Backend b) { return b == Backend::portable || (b == Backend::hopper && has_hopper(arch)); }
+// What backend=auto resolves to in a spec (backends_for's first entry).
+Backend default_backend(Kind kind, const Arch& arch) {
+  return kind == Kind::mla && has_hopper(arch) ? Backend::hopper : Backend::portable;
+}
+
 void validate_backend(const KernelSpec& s) {
   if (s.backend == Backend::automatic) return;
-  const auto have = backends_for(s.kind, s.arch);
-  if (std::find(have.begin(), have.end(), s.backend) == have.end())
+  if (!offers(s.arch, s.backend)) {
+    const auto have = backends_for(s.kind, s.arch);
     throw SpecError("backend", to_string(s.backend),
                     fmt::format("auto, {} (what kind={} has on {}{})", backend_list(have), to_string(s.kind),
                                 s.arch.str(),
                                 s.backend == Backend::hopper ? "; hopper needs sm_90a" : ""));
+  }
   // The GQA hopper kernel's keys are wgmma M blocks of 64.
   if (s.kind == Kind::gqa && s.backend == Backend::hopper && s.kv_tile != 0 && s.kv_tile < 64)
     throw SpecError("kv_tile", std::to_string(s.kv_tile), "0 (default), 64, 128 (kind=gqa backend=hopper)");
@@ -182,26 +192,34 @@ Backend parse_backend(const std::string& text) {
 }
 
 std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
-  // The hopper backends use wgmma (MLA also setmaxnreg): sm_90a only. The first
-  // entry is what backend=auto resolves to in a spec; GQA's decode plan then
-  // picks per shape where both run (decode_plan, docs/KERNEL_NOTES.md).
-  if (arch.number() == 90 && arch.accel) {
-    if (kind == Kind::mla) return {Backend::hopper, Backend::portable};
-    return {Backend::portable, Backend::hopper};
-  }
-  return {Backend::portable};
+  // The first entry is what backend=auto resolves to in a spec (default_backend);
+  // GQA's launch plan then picks per call where both run (planned_backend).
+  if (!has_hopper(arch)) return {Backend::portable};
+  if (kind == Kind::mla) return {Backend::hopper, Backend::portable};
+  return {Backend::portable, Backend::hopper};
+}
+
+Backend planned_backend(const KernelSpec& spec) {
+  if (spec.backend != Backend::automatic) return spec.backend;
+  // GQA on sm_90a, the measured rule (H200, same-run A/B, docs/KERNEL_NOTES.md h3-h4).
+  // An fp8 cache at q_len 1: hopper, ahead at every measured shape (64x4096 130.9 vs
+  // 145.5 us, 128x8192 512 vs 572, 16x4096 39.1 vs 43.5, D=256 70.2 vs 74.0, B=1
+  // L=65536 42.2 vs 44.6, B=1 L=8192 12.7 vs 12.8). 16-bit caches: portable. The two
+  // are equal within 1 % in bulk; hopper is 1-2 % ahead where a few requests are
+  // split (B=1 L=65536 66.6 vs 68.0 us) and behind at D=256 (149.5 vs 129.7) --
+  // margins the tuner (its table overrides this per bucket) resolves better than a
+  // rule. Speculative decoding: portable (q_len 8 fp8 216.8 vs 216.0, bf16 260 vs
+  // 251). The hopper kernel needs tiles of >= 64 keys.
+  const bool gqa_hopper = spec.kind == Kind::gqa && has_hopper(spec.arch) && spec.kv == DType::fp8 &&
+                          spec.q_len == 1 && (spec.kv_tile == 0 || spec.kv_tile >= 64);
+  return gqa_hopper ? Backend::hopper : default_backend(spec.kind, spec.arch);
 }
 
 std::vector<Backend> launch_backends(const KernelSpec& spec) {
   if (spec.backend != Backend::automatic) return {spec.backend};
-  const auto have = backends_for(spec.kind, spec.arch);
-  // decode_plan picks GQA's hopper backend for an fp8 cache at q_len 1 with the
-  // default (or a >= 64) tile; everything else keeps the spec's own resolution.
-  const bool gqa_hopper = spec.kind == Kind::gqa && spec.q_len == 1 && spec.kv == DType::fp8 &&
-                          (spec.kv_tile == 0 || spec.kv_tile >= 64) &&
-                          std::find(have.begin(), have.end(), Backend::hopper) != have.end();
-  if (gqa_hopper) return {have.front(), Backend::hopper};
-  return {have.front()};
+  const Backend resolved = default_backend(spec.kind, spec.arch), planned = planned_backend(spec);
+  if (planned == resolved) return {resolved};
+  return {resolved, planned};
 }
 
 std::vector<KernelSpec> launch_variants(const std::vector<KernelSpec>& specs) {
@@ -268,7 +286,7 @@ void validate(const KernelSpec& s, const std::vector<int>& supported_archs) {
 KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_archs) {
   validate(spec, supported_archs);
   KernelSpec s = spec;
-  if (s.backend == Backend::automatic) s.backend = backends_for(s.kind, s.arch).front();
+  if (s.backend == Backend::automatic) s.backend = default_backend(s.kind, s.arch);
   // MLA's portable backend uses no arch-specific instruction: it is built for the
   // plain arch, so one cubin serves every GPU of that major (sm_90 runs on sm_90a).
   if (s.kind == Kind::mla && s.backend == Backend::portable) s.arch.accel = false;

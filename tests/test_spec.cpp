@@ -190,7 +190,14 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
   CHECK(normalized(gqa({{"backend", "auto"}})).backend == Backend::portable);
   CHECK(backends_for(Kind::gqa, Arch::parse("sm_90a")) == std::vector<Backend>{Backend::portable, Backend::hopper});
   CHECK(backends_for(Kind::gqa, Arch::parse("sm_90")) == std::vector<Backend>{Backend::portable});
-  // What a launch of an auto spec may pick, and so what prewarm compiles for it.
+  // What a launch of an auto spec runs by the measured rule, and what it may pick
+  // (so what prewarm compiles for it).
+  CHECK(planned_backend(gqa({{"kv", "fp8"}, {"input", "bf16"}})) == Backend::hopper);
+  CHECK(planned_backend(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"q_len", "2"}})) == Backend::portable);
+  CHECK(planned_backend(gqa({{"head_dim", "128"}})) == Backend::portable);
+  CHECK(planned_backend(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"backend", "portable"}})) == Backend::portable);
+  CHECK(planned_backend(mla("sm_90a", "auto")) == Backend::hopper);
+  CHECK(planned_backend(mla("sm_90", "auto")) == Backend::portable);
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}})) ==
         std::vector<Backend>{Backend::portable, Backend::hopper});
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"head_dim", "256"}})) ==

@@ -60,10 +60,14 @@ std::string to_string(Backend b);
 Backend parse_backend(const std::string& text);
 /// The backends `kind` has on `arch`, best first (never empty for a valid arch).
 std::vector<Backend> backends_for(Kind kind, const Arch& arch);
-/// The backends a launch of `spec` may run: its own when set; for backend=auto,
-/// each one the launch plan picks from (GQA on sm_90a: portable, plus hopper for
-/// an fp8 cache at q_len 1 -- decode_plan's measured rule). Prewarming
-/// an auto spec compiles all of them, so no launch compiles.
+/// The backend a launch of `spec` runs when no tuning table overrides it: its own
+/// when set; for backend=auto the launch plan's measured rule (GQA on sm_90a:
+/// hopper for an fp8 cache at q_len 1, else what the spec resolves to). Allocates
+/// nothing (decode_plan calls it per launch).
+Backend planned_backend(const KernelSpec& spec);
+/// The backends a launch of `spec` may run: its own when set; for backend=auto, the
+/// one the spec resolves to and, where it differs, planned_backend's. Prewarming an
+/// auto spec compiles all of them, so no launch compiles.
 std::vector<Backend> launch_backends(const KernelSpec& spec);
 /// `specs` with each backend=auto spec that may run more than one backend replaced
 /// by one spec per launch backend (explicit backends), order kept: the kernels a

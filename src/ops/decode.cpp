@@ -138,22 +138,6 @@ KernelSpec decode_spec(const DecodeParams& p, const Arch& arch) {
   return s;
 }
 
-// backend=auto on an arch with both backends: the measured rule (H200, same-run
-// A/B, docs/KERNEL_NOTES.md h3-h4). An fp8 cache at q_len 1: hopper, ahead at every
-// measured shape (64x4096 130.9 vs 145.5 us, 128x8192 512 vs 572, 16x4096 39.1 vs
-// 43.5, D=256 70.2 vs 74.0, B=1 L=65536 42.2 vs 44.6, B=1 L=8192 12.7 vs 12.8).
-// 16-bit caches: portable. The two are equal within 1 % in bulk; hopper is 1-2 %
-// ahead where a few requests are split (B=1 L=65536 66.6 vs 68.0 us) and behind at
-// D=256 (149.5 vs 129.7) -- margins the tuner (its table overrides this per
-// bucket) resolves better than a rule. Speculative decoding: portable (q_len 8
-// fp8 216.8 vs 216.0, bf16 260 vs 251). launch_backends (spec.cpp) lists what an
-// auto spec may pick, so prewarm compiles each.
-static Backend default_decode_backend(const DecodeParams& p, const KernelSpec& spec) {
-  const auto may = launch_backends(spec);
-  const bool hopper = std::find(may.begin(), may.end(), Backend::hopper) != may.end();
-  return hopper && p.kv == DType::fp8 ? Backend::hopper : may.front();
-}
-
 DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
   DecodePlan plan;
   const Arch arch = device.best_arch();
@@ -170,7 +154,8 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
     }
   }
   // --- end tuning ---
-  if (p.backend == Backend::automatic) p.backend = default_decode_backend(p, decode_spec(p, arch));
+  // backend=auto: the measured rule (planned_backend, spec.cpp), unless tuned above.
+  if (p.backend == Backend::automatic) p.backend = planned_backend(decode_spec(p, arch));
   plan.spec = normalized(decode_spec(p, arch));
   const int tile = plan.spec.kv_tile;
   const bool hopper = plan.spec.backend == Backend::hopper;
