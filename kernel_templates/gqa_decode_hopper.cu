@@ -160,7 +160,8 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   const float out_scale = kv_scale * rcp_out;
 
   // ---- K/V tile loads ----------------------------------------------------------
-  // 16-bit cache: straight into the wgmma layout. fp8: raw [key][D] bytes, converted per tile.
+  // 16-bit cache: straight into the wgmma layout. fp8: raw [key][D] bytes, chunks swizzled
+  // for the register fragment reads (no conversion pass).
   const PagedKvRows kv_rows{static_cast<const unsigned char*>(args.k_cache),
                             static_cast<const unsigned char*>(args.v_cache),
                             args.block_table + (long long)b * args.block_table_stride,

@@ -44,7 +44,7 @@ constexpr XqajitDecodeGeometry xqajit_gqa_hopper_geometry(int head_dim, int grou
   g.q_bytes = (g.rows_per_cta * head_dim * 2 + g.rows_per_cta * kv_tile * 2 + 4 * g.rows_per_cta * 4 + 1023) / 1024 * 1024;
   const int merge_bytes = g.rows_per_cta * (head_dim + 4) * 4 + g.rows_per_cta * 2 * 4;
   const int budget = xqajit_smem_budget(arch);
-  const int fixed = 1024 + g.q_bytes + g.convert_bytes;
+  const int fixed = 1024 + g.q_bytes;
   // CTAs per SM: each CTA is one warpgroup whose per-tile chain (wgmma, the column
   // max across warps, P, wgmma) is latency-bound, so more CTAs hide it; a 16-bit
   // tile carries twice the bytes per chain and wants deeper stages instead
@@ -53,7 +53,7 @@ constexpr XqajitDecodeGeometry xqajit_gqa_hopper_geometry(int head_dim, int grou
   const int ctas_per_sm = cache_bytes == 1 ? 4 : 2;
   int stages = (budget / ctas_per_sm - fixed) / g.stage_bytes;
   stages = xqajit_max_(2, xqajit_min_(4, stages));
-  g.union_bytes = xqajit_max_(stages * g.stage_bytes + g.convert_bytes, merge_bytes);
+  g.union_bytes = xqajit_max_(stages * g.stage_bytes, merge_bytes);
   g.smem_bytes = 1024 + g.q_bytes + g.union_bytes;
   const bool built = arch == 90 && (kv_tile == 64 || kv_tile == 128) && (head_dim == 64 || head_dim == 128 || head_dim == 256);
   g.stages = built && g.smem_bytes <= budget ? stages : 0;
