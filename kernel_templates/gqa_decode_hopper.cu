@@ -104,6 +104,31 @@ __device__ __forceinline__ int q_dim(int k) {
   return 64 * (step >> 2) + 16 * ((j & 7) >> 1) + 4 * (step & 3) + 2 * (j >> 3) + (j & 1);
 }
 
+// Per query row (the thread's kCols accumulator columns): combines the values of
+// the warp's 8 key rows (lanes with equal lane % 4) ...
+template <typename Op>
+__device__ __forceinline__ void reduce_over_key_rows(float (&v)[kCols], Op op) {
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    v[c] = op(v[c], __shfl_xor_sync(0xffffffffu, v[c], 4));
+    v[c] = op(v[c], __shfl_xor_sync(0xffffffffu, v[c], 8));
+    v[c] = op(v[c], __shfl_xor_sync(0xffffffffu, v[c], 16));
+  }
+}
+// ... and lanes 0-3 publish the warp's result per row to xchg[warp][kN], for the
+// reduction over the 4 warps.
+__device__ __forceinline__ void store_warp_columns(const float (&v)[kCols], float* xchg, int warp, int lane) {
+  if (lane < 4) {
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j) {
+      float2 w;
+      w.x = v[2 * j];
+      w.y = v[2 * j + 1];
+      *reinterpret_cast<float2*>(xchg + warp * kN + 8 * j + 2 * lane) = w;
+    }
+  }
+}
+
 __device__ __forceinline__ void store_out(const XqajitDecodeArgs& args, int b, int h, int row, int d,
                                           const float (&o)[4], float row_max, float row_sum, float out_scale) {
   store_output_vec<kGroup, kFp8Out, kFp16>(args, b, h, row, d, o, row_max, row_sum, out_scale);
@@ -339,22 +364,9 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
         tmax[c] = fmaxf(tmax[c], x);
       }
     }
-    // Over the 8 key rows of the warp (lanes with equal lane % 4), then over the 4 warps.
-#pragma unroll
-    for (int c = 0; c < kCols; ++c) {
-      tmax[c] = fmaxf(tmax[c], __shfl_xor_sync(0xffffffffu, tmax[c], 4));
-      tmax[c] = fmaxf(tmax[c], __shfl_xor_sync(0xffffffffu, tmax[c], 8));
-      tmax[c] = fmaxf(tmax[c], __shfl_xor_sync(0xffffffffu, tmax[c], 16));
-    }
-    if (lane < 4) {
-#pragma unroll
-      for (int j = 0; j < kN / 8; ++j) {
-        float2 v;
-        v.x = tmax[2 * j];
-        v.y = tmax[2 * j + 1];
-        *reinterpret_cast<float2*>(xchg + warp * kN + 8 * j + 2 * lane) = v;
-      }
-    }
+    // Over the 8 key rows of the warp, then over the 4 warps.
+    reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });
+    store_warp_columns(tmax, xchg, warp, lane);
     __syncthreads();
     float base[kCols], corr[kCols];
 #pragma unroll
@@ -460,22 +472,9 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   cp_async_wait<0>();
 
   // ---- row sums over the 8 key rows of each warp, then over the warps ---------
-#pragma unroll
-  for (int c = 0; c < kCols; ++c) {
-    row_sum[c] += __shfl_xor_sync(0xffffffffu, row_sum[c], 4);
-    row_sum[c] += __shfl_xor_sync(0xffffffffu, row_sum[c], 8);
-    row_sum[c] += __shfl_xor_sync(0xffffffffu, row_sum[c], 16);
-  }
+  reduce_over_key_rows(row_sum, [](float a, float b) { return a + b; });
   __syncthreads();  // the pipeline region becomes the merge buffer; xchg is free
-  if (lane < 4) {
-#pragma unroll
-    for (int j = 0; j < kN / 8; ++j) {
-      float2 v;
-      v.x = row_sum[2 * j];
-      v.y = row_sum[2 * j + 1];
-      *reinterpret_cast<float2*>(xchg + warp * kN + 8 * j + 2 * lane) = v;
-    }
-  }
+  store_warp_columns(row_sum, xchg, warp, lane);
   float* const merge_acc = reinterpret_cast<float*>(pipe);  // [kN][kMergeStride]
   float* const merge_stats = merge_acc + kN * kMergeStride;  // [kN][max, sum]
 #pragma unroll
