@@ -33,6 +33,7 @@
 //    4 c + e, logical 2 c + 8 + e is actual 4 c + 2 + e; P is stored in logical
 //    key order, the output un-permuted at the end.
 
+#include "common/cluster_merge.cuh"
 #include "common/fp8.cuh"
 #include "common/memory.cuh"
 #include "common/mma.cuh"
@@ -172,7 +173,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   const int split_begin = lo + split * args.split_tokens;
   int split_end = split_begin + args.split_tokens;
   split_end = split_end < seq_len ? split_end : seq_len;
-  const int num_tiles = split_end > split_begin ? (split_end - split_begin + kTile - 1) / kTile : 0;
+  const int num_tiles = split_tile_count<kTile>(split_begin, split_end);
 
   // ---- scales (device pointers win: graph replays may change them) ----------
   const float q_scale = args.q_scale_ptr ? *args.q_scale_ptr : args.q_scale;
@@ -500,18 +501,28 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   __syncthreads();
 
   const bool multi = args.num_splits > 1;
+  const int cta_rows = kRows - rb * kN < kN ? kRows - rb * kN : kN;
+  const auto store = [&](int r, int d, const float(&ov)[4], float m, float sum) {
+    store_out(args, b, h, rb * kN + r, d, ov, m, sum, out_scale);
+  };
+  if (multi && cluster_merge_launch()) {  // the partial rows are merge_acc / merge_stats, merged in place
+    const u32 acc = smem_addr(merge_acc), stats = smem_addr(merge_stats);
+    cluster_split_merge<kHeadDim, kThreads>(
+        args.num_splits, cta_rows, [&](int r) { return acc + 4u * (u32)(r * kMergeStride); },
+        [&](int r) { return stats + 8u * (u32)r; }, store);
+    return;
+  }
   const long long cta_id = ((long long)b * args.num_kv_heads + h) * kRowBlocks + rb;
   const long long num_ctas = (long long)args.batch * args.num_kv_heads * kRowBlocks;
   const SplitPartials<kN, kHeadDim> partials(args.partial, num_ctas, args.num_splits, cta_id);
   constexpr int kVecs = kHeadDim / 4;
-  const int cta_rows = kRows - rb * kN < kN ? kRows - rb * kN : kN;
   for (int i = tid; i < cta_rows * kVecs; i += kThreads) {
     const int r = i / kVecs, d = (i % kVecs) * 4;
     const F32x4 a = *reinterpret_cast<const F32x4*>(merge_acc + r * kMergeStride + d);
     const float v[4] = {a.x, a.y, a.z, a.w};
     const float m = merge_stats[r * 2], sum = merge_stats[r * 2 + 1];
     if (!multi) {
-      store_out(args, b, h, rb * kN + r, d, v, m, sum, out_scale);
+      store(r, d, v, m, sum);
     } else {
       partials.store(split, r, d, v, m, sum);
     }
@@ -520,8 +531,5 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
 
   // ---- split-KV: the last CTA of this (request, KV head, row block) merges -----
   if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, &s_is_last)) return;
-  split_merge<kN, kHeadDim, kThreads>(pipe, kGeo.union_bytes, partials, cta_rows,
-                                      [&](int r, int d, const float(&ov)[4], float m, float sum) {
-                                        store_out(args, b, h, rb * kN + r, d, ov, m, sum, out_scale);
-                                      });
+  split_merge<kN, kHeadDim, kThreads>(pipe, kGeo.union_bytes, partials, cta_rows, store);
 }

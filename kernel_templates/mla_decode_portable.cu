@@ -55,7 +55,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_de
   const int draft_begin = seq_len - kQLen;
   const int split_begin = split * args.split_tokens;
   const int split_end = split_begin + args.split_tokens < seq_len ? split_begin + args.split_tokens : seq_len;
-  const int num_tiles = split_end > split_begin ? (split_end - split_begin + kTile - 1) / kTile : 0;
+  const int num_tiles = split_tile_count<kTile>(split_begin, split_end);
 
   const float q_scale = args.q_scale_ptr ? *args.q_scale_ptr : args.q_scale;
   const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;

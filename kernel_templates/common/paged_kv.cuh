@@ -14,6 +14,17 @@ __device__ __forceinline__ int clamped_seq_len(const int* seq_lens, int b, int m
   return n > max_len ? max_len : n;
 }
 
+// Tiles of the split [begin, end), 0 when it is empty. Branch-free on purpose:
+// a branch on the sequence length (a load) holds every later instruction -- the
+// page-table lookups of the first tiles among them -- until the length arrives,
+// one more dependent round trip before the first K/V bytes (both lookups'
+// addresses depend on the split, not on the length).
+template <int kTile>
+__device__ __forceinline__ int split_tile_count(int begin, int end) {
+  const int keys = end - begin;
+  return (int)((unsigned)((keys > 0 ? keys : 0) + kTile - 1) / (unsigned)kTile);
+}
+
 // Byte address of row `pos` of a paged tensor (head offset already in elements).
 template <int kPageSize, int kElemBytes>
 __device__ __forceinline__ const unsigned char* paged_row(const unsigned char* base, const int* table_row,
