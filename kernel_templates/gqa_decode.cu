@@ -11,7 +11,6 @@
 // splits, each CTA writes (max, sum, acc) to the caller's workspace and the last
 // one to finish merges (self-resetting counter, so graph replays need no reset).
 
-#include "common/cluster_merge.cuh"
 #include "common/fp8.cuh"
 #include "common/memory.cuh"
 #include "common/mma.cuh"
@@ -386,12 +385,6 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   __syncthreads();
 
   const bool multi = args.num_splits > 1;
-  // Split-KV through a cluster: the merged row r goes back into its first warp's
-  // slot (only this thread reads those 4 floats), its [max, sum] into the Q
-  // region (dead after the loop), and the cluster merges in place.
-  const bool clustered = multi && cluster_merge_launch();
-  float* const cluster_stats = reinterpret_cast<float*>(q_smem);  // [kRowsPerCta][max, sum]
-  auto cluster_row = [&](int r) { return ((r / 16) * kWarpKv * 16 + r % 16) * kHeadDim; };
   const long long cta_id = ((long long)b * args.num_kv_heads + h) * kRowBlocks + rb;
   const long long num_ctas = (long long)args.batch * args.num_kv_heads * kRowBlocks;
   const SplitPartials<kRowsPerCta, kHeadDim> partials(args.partial, num_ctas, args.num_splits, cta_id);
@@ -418,28 +411,17 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
     const int row = rb * kRowsPerCta + r;
     if (!multi) {
       store_out(args, b, h, row, d, o, m, sum, out_scale);
-    } else if (clustered) {
-      F32x4 v;
-      v.x = o[0]; v.y = o[1]; v.z = o[2]; v.w = o[3];
-      *reinterpret_cast<F32x4*>(merge_acc + cluster_row(r) + d) = v;
-      if (d == 0) *reinterpret_cast<float2*>(cluster_stats + 2 * r) = make_float2(m, sum);
     } else {
       partials.store(split, r, d, o, m, sum);
     }
   }
   if (!multi) return;
-  const auto store = [&](int r, int d, const float(&o)[4], float m, float sum) {
-    store_out(args, b, h, rb * kRowsPerCta + r, d, o, m, sum, out_scale);
-  };
-  if (clustered) {
-    const u32 acc = smem_addr(merge_acc), stats = smem_addr(cluster_stats);
-    cluster_split_merge<kHeadDim, kThreads>(
-        args.num_splits, cta_rows, [&](int r) { return acc + 4u * (u32)cluster_row(r); },
-        [&](int r) { return stats + 8u * (u32)r; }, store);
-    return;
-  }
 
   // ---- split-KV: the last CTA of this (request, KV head, row block) merges -----
   if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, &s_is_last)) return;
-  split_merge<kRowsPerCta, kHeadDim, kThreads>(kv_region, kGeo.union_bytes, partials, cta_rows, store);
+  split_merge<kRowsPerCta, kHeadDim, kThreads>(
+      kv_region, kGeo.union_bytes, partials, cta_rows,
+      [&](int r, int d, const float(&o)[4], float m, float sum) {
+        store_out(args, b, h, rb * kRowsPerCta + r, d, o, m, sum, out_scale);
+      });
 }

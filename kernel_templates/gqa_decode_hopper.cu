@@ -33,7 +33,6 @@
 //    4 c + e, logical 2 c + 8 + e is actual 4 c + 2 + e; P is stored in logical
 //    key order, the output un-permuted at the end.
 
-#include "common/cluster_merge.cuh"
 #include "common/fp8.cuh"
 #include "common/memory.cuh"
 #include "common/mma.cuh"
@@ -130,6 +129,43 @@ __device__ __forceinline__ void store_warp_columns(const float (&v)[kCols], floa
   }
 }
 
+// Speculative decoding with an fp8 cache widens N (32 columns at q_len 8, group 4) and
+// ptxas would take 155 registers: 3 CTAs per SM where the shared memory holds the 4 of
+// the geometry's fp8 rule. Capped at 128 (H200 q_len 8: 218 -> 205 us, KERNEL_NOTES h5);
+// elsewhere the cap would only cost (t128 q_len 1 at 128 registers: 545 -> 561 us).
+constexpr int kMinCtasPerSm = kFp8Cache && kSpecDec ? 4 : 1;
+
+// Slack of the running max before P is rebased (log2 units): P < 2^8.
+constexpr float kRescaleSlack = 8.f;
+
+// P = exp2(S - base) of the tile -> shared memory as the K-major B operand of O^T
+// ([64-key block][query row][128 B]); `sums` gets the thread's partial row sums.
+// base = the running max (0 while it is -inf: every key so far was masked).
+__device__ __forceinline__ void write_p(const float (&s)[kMBlocks][kRegs], const float (&row_max)[kCols],
+                                        float (&sums)[kCols], unsigned char* p_smem, int warp, int lane) {
+  const float kInf = __int_as_float(0x7f800000);
+  float base[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    base[c] = row_max[c] == -kInf ? 0.f : row_max[c];
+    sums[c] = 0.f;
+  }
+#pragma unroll
+  for (int mb = 0; mb < kMBlocks; ++mb) {
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) {
+      const int c = 2 * (i >> 2) + (i & 1);
+      const float p = fast_exp2(s[mb][i] - base[c]);
+      sums[c] += p;
+      const int col = acc_col(i >> 2, i, lane);
+      const int key = p_key(16 * warp + (lane >> 2) + 8 * ((i >> 1) & 1));  // within block mb
+      const u32 bits = pack_f32x2<kMmaF16>(p, 0.f) & 0xffffu;
+      *reinterpret_cast<u16*>(p_smem + mb * kN * 128 + col * 128 + ((((key >> 3) ^ (col & 7))) << 4) +
+                              (key & 7) * 2) = (u16)bits;
+    }
+  }
+}
+
 __device__ __forceinline__ void store_out(const XqajitDecodeArgs& args, int b, int h, int row, int d,
                                           const float (&o)[4], float row_max, float row_sum, float out_scale) {
   store_output_vec<kGroup, kFp8Out, kFp16>(args, b, h, row, d, o, row_max, row_sum, out_scale);
@@ -141,7 +177,7 @@ __device__ __forceinline__ void store_out(const XqajitDecodeArgs& args, int b, i
 using namespace xqajit;
 using namespace xqajit::gqa_hopper;
 
-extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const XqajitDecodeArgs args) {
+extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa_decode(const XqajitDecodeArgs args) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ int s_is_last;
   const float kInf = __int_as_float(0x7f800000);
@@ -365,54 +401,48 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
         tmax[c] = fmaxf(tmax[c], x);
       }
     }
-    // Over the 8 key rows of the warp, then over the 4 warps.
-    reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });
-    store_warp_columns(tmax, xchg, warp, lane);
-    __syncthreads();
-    float base[kCols], corr[kCols];
+    // The base of P is the running max, uniform over the CTA, kept while no key of the
+    // tile exceeds it by more than kRescaleSlack (P < 2^kRescaleSlack: fp16/bf16 and the
+    // fp32 sums hold it): P is written against it first, and the barrier that publishes P
+    // also asks whether any warp saw a larger max. Only then (the first tiles, mostly) are
+    // the maxima exchanged across the warps, the old rows rescaled and P rewritten.
+    reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });  // the warp's keys
+    bool grow = false;
 #pragma unroll
-    for (int j = 0; j < kN / 8; ++j) {
-      float m0 = row_max[2 * j], m1 = row_max[2 * j + 1];
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const float2 v = *reinterpret_cast<const float2*>(xchg + w * kN + 8 * j + 2 * (lane & 3));
-        m0 = fmaxf(m0, v.x);
-        m1 = fmaxf(m1, v.y);
-      }
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int c = 2 * j + e;
-        const float m = e ? m1 : m0;
-        base[c] = m == -kInf ? 0.f : m;  // never -inf - -inf
-        corr[c] = fast_exp2(row_max[c] - base[c]);
-        row_max[c] = m;
-      }
-    }
-
-    // P = exp2(S - max) -> shared memory as the K-major B operand of O^T
-    // ([64-key block][query row][128 B]); partial sums stay per thread.
-#pragma unroll
-    for (int c = 0; c < kCols; ++c) row_sum[c] *= corr[c];
-#pragma unroll
-    for (int mb = 0; mb < kMBlocks; ++mb) {
-#pragma unroll
-      for (int i = 0; i < kRegs; ++i) {
-        const int c = 2 * (i >> 2) + (i & 1);
-        const float p = fast_exp2(s[mb][i] - base[c]);
-        row_sum[c] += p;
-        const int col = acc_col(i >> 2, i, lane);
-        const int key = p_key(16 * warp + (lane >> 2) + 8 * ((i >> 1) & 1));  // within block mb
-        const u32 bits = pack_f32x2<kMmaF16>(p, 0.f) & 0xffffu;
-        *reinterpret_cast<u16*>(p_smem + mb * kN * 128 + col * 128 + ((((key >> 3) ^ (col & 7))) << 4) +
-                                (key & 7) * 2) = (u16)bits;
-      }
-    }
-#pragma unroll
-    for (int db = 0; db < kDBlocks; ++db)
-#pragma unroll
-      for (int i = 0; i < kRegs; ++i) o[db][i] *= corr[2 * (i >> 2) + (i & 1)];
+    for (int c = 0; c < kCols; ++c) grow |= tmax[c] > row_max[c] + kRescaleSlack;  // -inf + slack = -inf
+    float tile_sum[kCols];
+    write_p(s, row_max, tile_sum, p_smem, warp, lane);
     fence_proxy_async();
-    __syncthreads();
+    if (__syncthreads_or(grow)) {
+      store_warp_columns(tmax, xchg, warp, lane);
+      __syncthreads();
+      float corr[kCols];
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j) {
+        float m0 = row_max[2 * j], m1 = row_max[2 * j + 1];
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          const float2 v = *reinterpret_cast<const float2*>(xchg + w * kN + 8 * j + 2 * (lane & 3));
+          m0 = fmaxf(m0, v.x);
+          m1 = fmaxf(m1, v.y);
+        }
+        corr[2 * j] = row_max[2 * j] == -kInf ? 0.f : fast_exp2(row_max[2 * j] - m0);
+        corr[2 * j + 1] = row_max[2 * j + 1] == -kInf ? 0.f : fast_exp2(row_max[2 * j + 1] - m1);
+        row_max[2 * j] = m0;
+        row_max[2 * j + 1] = m1;
+      }
+      write_p(s, row_max, tile_sum, p_smem, warp, lane);
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) row_sum[c] *= corr[c];
+#pragma unroll
+      for (int db = 0; db < kDBlocks; ++db)
+#pragma unroll
+        for (int i = 0; i < kRegs; ++i) o[db][i] *= corr[2 * (i >> 2) + (i & 1)];
+      fence_proxy_async();
+      __syncthreads();  // the rewritten P; xchg is read before the next tile writes it
+    }
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) row_sum[c] += tile_sum[c];
 
     // O^T += V^T P^T: head dims (out_dim) x query rows.
     if constexpr (kFp8Cache) {
@@ -501,28 +531,18 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   __syncthreads();
 
   const bool multi = args.num_splits > 1;
-  const int cta_rows = kRows - rb * kN < kN ? kRows - rb * kN : kN;
-  const auto store = [&](int r, int d, const float(&ov)[4], float m, float sum) {
-    store_out(args, b, h, rb * kN + r, d, ov, m, sum, out_scale);
-  };
-  if (multi && cluster_merge_launch()) {  // the partial rows are merge_acc / merge_stats, merged in place
-    const u32 acc = smem_addr(merge_acc), stats = smem_addr(merge_stats);
-    cluster_split_merge<kHeadDim, kThreads>(
-        args.num_splits, cta_rows, [&](int r) { return acc + 4u * (u32)(r * kMergeStride); },
-        [&](int r) { return stats + 8u * (u32)r; }, store);
-    return;
-  }
   const long long cta_id = ((long long)b * args.num_kv_heads + h) * kRowBlocks + rb;
   const long long num_ctas = (long long)args.batch * args.num_kv_heads * kRowBlocks;
   const SplitPartials<kN, kHeadDim> partials(args.partial, num_ctas, args.num_splits, cta_id);
   constexpr int kVecs = kHeadDim / 4;
+  const int cta_rows = kRows - rb * kN < kN ? kRows - rb * kN : kN;
   for (int i = tid; i < cta_rows * kVecs; i += kThreads) {
     const int r = i / kVecs, d = (i % kVecs) * 4;
     const F32x4 a = *reinterpret_cast<const F32x4*>(merge_acc + r * kMergeStride + d);
     const float v[4] = {a.x, a.y, a.z, a.w};
     const float m = merge_stats[r * 2], sum = merge_stats[r * 2 + 1];
     if (!multi) {
-      store(r, d, v, m, sum);
+      store_out(args, b, h, rb * kN + r, d, v, m, sum, out_scale);
     } else {
       partials.store(split, r, d, v, m, sum);
     }
@@ -531,5 +551,8 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
 
   // ---- split-KV: the last CTA of this (request, KV head, row block) merges -----
   if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, &s_is_last)) return;
-  split_merge<kN, kHeadDim, kThreads>(pipe, kGeo.union_bytes, partials, cta_rows, store);
+  split_merge<kN, kHeadDim, kThreads>(pipe, kGeo.union_bytes, partials, cta_rows,
+                                      [&](int r, int d, const float(&ov)[4], float m, float sum) {
+                                        store_out(args, b, h, rb * kN + r, d, ov, m, sum, out_scale);
+                                      });
 }

@@ -204,9 +204,6 @@ std::shared_ptr<LoadedKernel> Driver::load(const KernelSpec& spec, const std::st
   kernel->max_dynamic_smem = info.max_smem_per_block_optin - kernel->static_smem;
   XQAJIT_CU_CHECK(api, cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                           kernel->max_dynamic_smem));
-  // Clusters of up to 16 CTAs (8 is the portable limit); cluster_fits checks each size.
-  if (info.cc_major >= 9)
-    XQAJIT_CU_CHECK(api, cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
   detail::logger()->debug("loaded {} on device {} ({} regs, {} B static smem)", name, device,
                           kernel->num_regs, kernel->static_smem);
   return kernel;
@@ -228,62 +225,15 @@ void Driver::launch(const LoadedKernel& kernel, const LaunchConfig& config, Stre
   cfg.blockDimZ = config.block[2];
   cfg.sharedMemBytes = config.dynamic_smem;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  CUlaunchAttribute attrs[2] = {};
-  cfg.attrs = attrs;
+  CUlaunchAttribute attr = {};
   if (config.programmatic_dependent_launch) {
-    attrs[cfg.numAttrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attrs[cfg.numAttrs++].value.programmaticStreamSerializationAllowed = 1;
-  }
-  if (config.cluster_x > 1) {
-    attrs[cfg.numAttrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attrs[cfg.numAttrs].value.clusterDim.x = config.cluster_x;
-    attrs[cfg.numAttrs].value.clusterDim.y = 1;
-    attrs[cfg.numAttrs++].value.clusterDim.z = 1;
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
   }
   ScopedContext scope(api, static_cast<CUcontext>(kernel.context));
   XQAJIT_CU_CHECK(api, cuLaunchKernelEx(&cfg, static_cast<CUfunction>(kernel.function), params, nullptr));
-}
-
-bool Driver::cluster_fits(const LoadedKernel& kernel, const LaunchConfig& config) {
-  const unsigned size = config.cluster_x;
-  if (size <= 1) return true;
-  if (size > 16) return false;
-  // Cache word: bits 0-16 = sizes asked, bits 17-33 = sizes that fit, bits 34+ =
-  // the (shared memory, block) shape they were asked for. A kernel is launched with
-  // one shape in practice; another shape is answered uncached.
-  const std::uint64_t shape = ((std::uint64_t(config.dynamic_smem) << 11) | (config.block[0] & 2047u)) + 1;
-  const std::uint64_t known = 1ull << size, fits = 1ull << (17 + size);
-  std::uint64_t word = kernel.cluster_fit_cache.load(std::memory_order_relaxed);
-  const bool same_shape = (word >> 34) == shape || (word >> 34) == 0;
-  if ((word >> 34) == shape && (word & known)) return (word & fits) != 0;
-
-  const CudaApi& api = impl_->api;
-  CUlaunchConfig cfg = {};
-  cfg.gridDimX = size;
-  cfg.gridDimY = cfg.gridDimZ = 1;
-  cfg.blockDimX = config.block[0];
-  cfg.blockDimY = config.block[1];
-  cfg.blockDimZ = config.block[2];
-  cfg.sharedMemBytes = config.dynamic_smem;
-  CUlaunchAttribute attr = {};
-  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attr.value.clusterDim.x = size;
-  attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int clusters = 0;
-  ScopedContext scope(api, static_cast<CUcontext>(kernel.context));
-  const bool ok = api.cuOccupancyMaxActiveClusters(&clusters, static_cast<CUfunction>(kernel.function), &cfg) ==
-                      CUDA_SUCCESS && clusters > 0;
-  if (same_shape) {
-    std::uint64_t next;
-    do {
-      const std::uint64_t base = (word >> 34) == shape ? word : (shape << 34);
-      next = base | known | (ok ? fits : 0);
-    } while (!kernel.cluster_fit_cache.compare_exchange_weak(word, next, std::memory_order_relaxed) &&
-             ((word >> 34) == shape || (word >> 34) == 0));
-  }
-  return ok;
 }
 
 }  // namespace xqajit

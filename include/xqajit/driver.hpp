@@ -3,9 +3,7 @@
 /// GPU driver can still compile and prewarm. Modules are loaded per device
 /// (into the device's primary context, which the CUDA runtime and PyTorch share).
 
-#include <atomic>
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,9 +44,6 @@ struct LoadedKernel {
   int max_dynamic_smem = 0;   // bytes of dynamic shared memory this kernel may request here
   int static_smem = 0;
   int num_regs = 0;
-  /// Which cluster sizes fit this kernel with one (shared memory, block) shape:
-  /// Driver::cluster_fits fills it on first use (no driver call per launch).
-  mutable std::atomic<std::uint64_t> cluster_fit_cache{0};
 };
 
 struct LaunchConfig {
@@ -56,9 +51,6 @@ struct LaunchConfig {
   unsigned block[3] = {1, 1, 1};
   unsigned dynamic_smem = 0;
   bool programmatic_dependent_launch = false;
-  /// CTAs per thread-block cluster along x (sm_90+; 1 = no cluster). Sizes above
-  /// 8 are non-portable: check them with Driver::cluster_fits first.
-  unsigned cluster_x = 1;
 };
 
 /// Loads libcuda (once; thread-safe). Throws LibraryError naming the library and
@@ -89,10 +81,6 @@ class Driver {
   /// kernel's parameter array (kernelParams). Checks dynamic_smem against the
   /// kernel's limit on its device first.
   void launch(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params);
-  /// Whether at least one cluster of config.cluster_x CTAs (with config's block
-  /// and dynamic shared memory) can be resident on the kernel's device
-  /// (cuOccupancyMaxActiveClusters; cached in the kernel per cluster size).
-  bool cluster_fits(const LoadedKernel& kernel, const LaunchConfig& config);
 
  private:
   explicit Driver(const std::string& libcuda_path);

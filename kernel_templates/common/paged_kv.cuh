@@ -14,11 +14,11 @@ __device__ __forceinline__ int clamped_seq_len(const int* seq_lens, int b, int m
   return n > max_len ? max_len : n;
 }
 
-// Tiles of the split [begin, end), 0 when it is empty. Branch-free on purpose:
-// a branch on the sequence length (a load) holds every later instruction -- the
-// page-table lookups of the first tiles among them -- until the length arrives,
-// one more dependent round trip before the first K/V bytes (both lookups'
-// addresses depend on the split, not on the length).
+// Tiles of the split [begin, end), 0 when it is empty. Branch-free in PTX on
+// purpose: nothing after it -- the first tiles' page-table lookups, whose
+// addresses depend on the split, not on the length -- may wait on a branch on
+// seq_len (a load). ptxas had already if-converted the old `end > begin ? ...`:
+// same B=1 time on the H200 (docs/KERNEL_NOTES.md h5), so this is insurance.
 template <int kTile>
 __device__ __forceinline__ int split_tile_count(int begin, int end) {
   const int keys = end - begin;

@@ -192,10 +192,6 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
   plan.grid[1] = static_cast<unsigned>(p.num_kv_heads * geo.row_blocks);
   plan.grid[2] = static_cast<unsigned>(p.batch);
   plan.workspace_bytes = split_workspace_bytes(request.base_ctas, split.num_splits, geo.rows_per_cta, p.head_dim);
-  // Clusters (DSMEM) exist from sm_90; the kernel merges a cluster of up to 16 splits.
-  if (p.cluster_merge && plan.spec.arch.number() >= 90 && split.num_splits > 1 &&
-      split.num_splits <= kMaxClusterSplits)
-    plan.cluster = static_cast<unsigned>(split.num_splits);
   return plan;
 }
 
@@ -261,8 +257,6 @@ void decode(Engine& engine, const DecodeParams& p, Stream stream) {
   config.dynamic_smem = plan.smem_bytes;
   // The kernel's griddepcontrol instructions exist only for sm_90+ targets.
   config.programmatic_dependent_launch = p.programmatic_dependent_launch && plan.spec.arch.number() >= 90;
-  config.cluster_x = plan.cluster;
-  if (!driver.cluster_fits(kernel, config)) config.cluster_x = 1;  // the workspace merge instead
   void* params[] = {&args};
   driver.launch(kernel, config, stream, params);
 }

@@ -28,7 +28,6 @@ struct DecodeCase {
   bool scale_ptrs = false;   // scales through device pointers
   bool padded_q = false;     // Q/out rows with extra stride (non-contiguous heads)
   int num_splits = 0;
-  bool cluster_merge = true; // false: split-KV merges through the workspace even where a cluster fits
   float q_scale = 1.f, kv_scale = 1.f, rcp_out_scale = 1.f;
   int extra_pages = 0;       // columns of block_table beyond what the longest request needs
   // auto unless XQAJIT_TEST_DECODE_BACKEND (auto|portable|hopper) forces one for every case.
@@ -161,7 +160,6 @@ struct DecodeProblem {
     p.rcp_out_scale = c.rcp_out_scale;
     p.sliding_window = c.window;
     p.num_splits = c.num_splits;
-    p.cluster_merge = c.cluster_merge;
     p.backend = c.backend;
     out_elems = q_elems;
 

@@ -4,9 +4,6 @@
 // shapes), GB/s of K+V read and that as a percentage of the copy bandwidth.
 // Also the NVRTC seconds of each spec (memory-only engine: every spec compiles).
 //
-// A "c" after the split count: the splits merge through a thread-block cluster;
-// us_wsmrg is then the same launch with the workspace merge (cluster_merge=false).
-//
 //   bench_decode [--quick | --sweep | --waves | --only "A|B"]    (prints a table; JSON lines to stderr)
 #include <fmt/format.h>
 
@@ -129,8 +126,8 @@ int main(int argc, char** argv) {
     Engine engine(opts);
     CudaStream stream;
     std::mt19937 rng(1234);
-    std::printf("\n%-46s %7s %9s %9s %7s %9s %9s %7s %8s\n", "shape (B L Hq Hk D in kv page tile)", "splits",
-                "us", "GB/s", "%copy", "us_nopdl", "us_wsmrg", "nvrtc_s", "regs");
+    std::printf("\n%-46s %6s %9s %9s %7s %9s %7s %8s\n", "shape (B L Hq Hk D in kv page tile)", "splits", "us",
+                "GB/s", "%copy", "us_nopdl", "nvrtc_s", "regs");
     const std::vector<Backend> backends = bench_backends();
     for (const Shape& s : shapes)
     for (const Backend backend : backends) {
@@ -216,27 +213,19 @@ int main(int argc, char** argv) {
       };
       const double us_nopdl = time_launches(false);
       const double us = time_launches(true);
-      // Split shapes merged through a cluster: the same launches with the workspace merge.
-      double us_ws = us;
-      if (plan.cluster > 1) {
-        p.cluster_merge = false;
-        us_ws = time_launches(true);
-        p.cluster_merge = true;
-      }
       const double kv_read = 2.0 * std::size_t(s.B) * s.L * s.Hk * s.D * dtype_bytes(s.kv);
       const double gbps = kv_read / (us * 1e-6) / 1e9;
       const std::string label = fmt::format("{} t{} {}{}{}", key, normalized(plan.spec).kv_tile,
                                             to_string(plan.spec.backend).substr(0, 4), s.splits ? " forced" : "",
                                             s.hnd ? " HND" : "");
-      std::printf("%-46s %6d%s %9.1f %9.0f %6.1f%% %9.1f %9.1f %7.2f %8d\n", label.c_str(), plan.num_splits,
-                  plan.cluster > 1 ? "c" : " ", us, gbps, 100.0 * gbps * 1e9 / copy_bw, us_nopdl, us_ws,
-                  cubin.seconds, k.num_regs);
+      std::printf("%-46s %6d %9.1f %9.0f %6.1f%% %9.1f %7.2f %8d\n", label.c_str(), plan.num_splits, us, gbps,
+                  100.0 * gbps * 1e9 / copy_bw, us_nopdl, cubin.seconds, k.num_regs);
       std::fprintf(stderr,
                    "{\"B\": %d, \"L\": %d, \"Hq\": %d, \"Hk\": %d, \"D\": %d, \"input\": \"%s\", \"kv\": \"%s\", "
-                   "\"page\": %d, \"hnd\": %d, \"q_len\": %d, \"backend\": \"%s\", \"splits\": %d, \"cluster\": %u, \"us\": %.2f, \"us_nopdl\": %.2f, \"us_wsmerge\": %.2f, \"GBps\": %.1f, \"pct_copy\": %.1f, "
+                   "\"page\": %d, \"hnd\": %d, \"q_len\": %d, \"backend\": \"%s\", \"splits\": %d, \"us\": %.2f, \"us_nopdl\": %.2f, \"GBps\": %.1f, \"pct_copy\": %.1f, "
                    "\"nvrtc_s\": %.3f, \"spec\": \"%s\"}\n",
                    s.B, s.L, s.Hq, s.Hk, s.D, to_string(s.input).c_str(), to_string(s.kv).c_str(), s.page,
-                   s.hnd ? 1 : 0, s.q_len, to_string(plan.spec.backend).c_str(), plan.num_splits, plan.cluster, us, us_nopdl, us_ws, gbps, 100.0 * gbps * 1e9 / copy_bw, cubin.seconds, cubin.name.c_str());
+                   s.hnd ? 1 : 0, s.q_len, to_string(plan.spec.backend).c_str(), plan.num_splits, us, us_nopdl, gbps, 100.0 * gbps * 1e9 / copy_bw, cubin.seconds, cubin.name.c_str());
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

@@ -86,11 +86,6 @@ struct DecodeParams {
   /// (griddepcontrol.wait) before its first global read, so it sees every
   /// upstream write. false: a plain stream-ordered launch.
   bool programmatic_dependent_launch = true;
-  /// sm_90+, 2-16 splits: the splits of each (request, KV head) run as one
-  /// thread-block cluster and merge through its shared memory (no workspace
-  /// round trip). false, or where the cluster does not fit: the workspace merge.
-  /// The workspace is sized the same either way.
-  bool cluster_merge = true;
 };
 
 /// Throws ArgumentError naming the first invalid field. Needs no GPU.
@@ -108,7 +103,6 @@ struct DecodePlan {
   unsigned threads = 0;
   unsigned smem_bytes = 0;
   std::size_t workspace_bytes = 0;
-  unsigned cluster = 1;          ///< CTAs per cluster along the splits (> 1: the cluster merge)
   ChoiceSource source = ChoiceSource::heuristic;  ///< where kv_tile / splits came from (tuning.hpp)
 };
 DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device);

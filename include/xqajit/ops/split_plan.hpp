@@ -2,9 +2,7 @@
 /// Split-KV (multi-block) planning and the workspace contract, shared by every
 /// decode family. Long sequences at small batch need several CTAs per
 /// (request, head block): each handles a slice of the sequence and the last one
-/// to finish merges (kernel_templates/common/split_merge.cuh) -- or, on sm_90+
-/// with at most kMaxClusterSplits splits, the splits run as one thread-block
-/// cluster and merge through its shared memory (common/cluster_merge.cuh).
+/// to finish merges (kernel_templates/common/split_merge.cuh).
 ///
 /// Workspace: [counters: merge_groups x u32, padded to 256 B][acc: groups x
 /// splits x rows x dim f32][stats: groups x splits x rows x 2 f32]. The caller
@@ -20,9 +18,6 @@ namespace xqajit {
 
 /// Most splits any family merges (its merge buffer may allow fewer).
 constexpr int kMaxSplits = 64;
-/// Most splits merged through one thread-block cluster (sm_90's non-portable
-/// maximum; kernel_templates/common/cluster_merge.cuh, kMaxClusterSplits).
-constexpr int kMaxClusterSplits = 16;
 
 /// What the planner needs to know about one launch (host-known maxima only, so
 /// the plan is the same for every replay of a captured graph).
