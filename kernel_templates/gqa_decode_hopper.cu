@@ -131,40 +131,11 @@ __device__ __forceinline__ void store_warp_columns(const float (&v)[kCols], floa
 
 // Speculative decoding with an fp8 cache widens N (32 columns at q_len 8, group 4) and
 // ptxas would take 155 registers: 3 CTAs per SM where the shared memory holds the 4 of
-// the geometry's fp8 rule. Capped at 128 (H200 q_len 8: 218 -> 205 us, KERNEL_NOTES h5);
-// elsewhere the cap would only cost (t128 q_len 1 at 128 registers: 545 -> 561 us).
+// the geometry's fp8 rule. Capped at 128 (H200 q_len 8: 222 -> 203-212 us, KERNEL_NOTES
+// h5-h6); elsewhere a cap only costs (t128 q_len 1 at 128 registers: 545 -> 561 us).
+// The explicit 1 matters too: with it ptxas allocates more freely (fp8 t64 98 -> 113
+// registers, still 4 CTAs/SM) and fp8 128x8192 ran 1-2 % faster (h6).
 constexpr int kMinCtasPerSm = kFp8Cache && kSpecDec ? 4 : 1;
-
-// Slack of the running max before P is rebased (log2 units): P < 2^8.
-constexpr float kRescaleSlack = 8.f;
-
-// P = exp2(S - base) of the tile -> shared memory as the K-major B operand of O^T
-// ([64-key block][query row][128 B]); `sums` gets the thread's partial row sums.
-// base = the running max (0 while it is -inf: every key so far was masked).
-__device__ __forceinline__ void write_p(const float (&s)[kMBlocks][kRegs], const float (&row_max)[kCols],
-                                        float (&sums)[kCols], unsigned char* p_smem, int warp, int lane) {
-  const float kInf = __int_as_float(0x7f800000);
-  float base[kCols];
-#pragma unroll
-  for (int c = 0; c < kCols; ++c) {
-    base[c] = row_max[c] == -kInf ? 0.f : row_max[c];
-    sums[c] = 0.f;
-  }
-#pragma unroll
-  for (int mb = 0; mb < kMBlocks; ++mb) {
-#pragma unroll
-    for (int i = 0; i < kRegs; ++i) {
-      const int c = 2 * (i >> 2) + (i & 1);
-      const float p = fast_exp2(s[mb][i] - base[c]);
-      sums[c] += p;
-      const int col = acc_col(i >> 2, i, lane);
-      const int key = p_key(16 * warp + (lane >> 2) + 8 * ((i >> 1) & 1));  // within block mb
-      const u32 bits = pack_f32x2<kMmaF16>(p, 0.f) & 0xffffu;
-      *reinterpret_cast<u16*>(p_smem + mb * kN * 128 + col * 128 + ((((key >> 3) ^ (col & 7))) << 4) +
-                              (key & 7) * 2) = (u16)bits;
-    }
-  }
-}
 
 __device__ __forceinline__ void store_out(const XqajitDecodeArgs& args, int b, int h, int row, int d,
                                           const float (&o)[4], float row_max, float row_sum, float out_scale) {
@@ -401,48 +372,54 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
         tmax[c] = fmaxf(tmax[c], x);
       }
     }
-    // The base of P is the running max, uniform over the CTA, kept while no key of the
-    // tile exceeds it by more than kRescaleSlack (P < 2^kRescaleSlack: fp16/bf16 and the
-    // fp32 sums hold it): P is written against it first, and the barrier that publishes P
-    // also asks whether any warp saw a larger max. Only then (the first tiles, mostly) are
-    // the maxima exchanged across the warps, the old rows rescaled and P rewritten.
-    reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });  // the warp's keys
-    bool grow = false;
+    // Over the 8 key rows of the warp, then over the 4 warps.
+    reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });
+    store_warp_columns(tmax, xchg, warp, lane);
+    __syncthreads();
+    float base[kCols], corr[kCols];
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) grow |= tmax[c] > row_max[c] + kRescaleSlack;  // -inf + slack = -inf
-    float tile_sum[kCols];
-    write_p(s, row_max, tile_sum, p_smem, warp, lane);
-    fence_proxy_async();
-    if (__syncthreads_or(grow)) {
-      store_warp_columns(tmax, xchg, warp, lane);
-      __syncthreads();
-      float corr[kCols];
+    for (int j = 0; j < kN / 8; ++j) {
+      float m0 = row_max[2 * j], m1 = row_max[2 * j + 1];
 #pragma unroll
-      for (int j = 0; j < kN / 8; ++j) {
-        float m0 = row_max[2 * j], m1 = row_max[2 * j + 1];
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {
-          const float2 v = *reinterpret_cast<const float2*>(xchg + w * kN + 8 * j + 2 * (lane & 3));
-          m0 = fmaxf(m0, v.x);
-          m1 = fmaxf(m1, v.y);
-        }
-        corr[2 * j] = row_max[2 * j] == -kInf ? 0.f : fast_exp2(row_max[2 * j] - m0);
-        corr[2 * j + 1] = row_max[2 * j + 1] == -kInf ? 0.f : fast_exp2(row_max[2 * j + 1] - m1);
-        row_max[2 * j] = m0;
-        row_max[2 * j + 1] = m1;
+      for (int w = 0; w < 4; ++w) {
+        const float2 v = *reinterpret_cast<const float2*>(xchg + w * kN + 8 * j + 2 * (lane & 3));
+        m0 = fmaxf(m0, v.x);
+        m1 = fmaxf(m1, v.y);
       }
-      write_p(s, row_max, tile_sum, p_smem, warp, lane);
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) row_sum[c] *= corr[c];
+      for (int e = 0; e < 2; ++e) {
+        const int c = 2 * j + e;
+        const float m = e ? m1 : m0;
+        base[c] = m == -kInf ? 0.f : m;  // never -inf - -inf
+        corr[c] = fast_exp2(row_max[c] - base[c]);
+        row_max[c] = m;
+      }
+    }
+
+    // P = exp2(S - max) -> shared memory as the K-major B operand of O^T
+    // ([64-key block][query row][128 B]); partial sums stay per thread.
 #pragma unroll
-      for (int db = 0; db < kDBlocks; ++db)
+    for (int c = 0; c < kCols; ++c) row_sum[c] *= corr[c];
 #pragma unroll
-        for (int i = 0; i < kRegs; ++i) o[db][i] *= corr[2 * (i >> 2) + (i & 1)];
-      fence_proxy_async();
-      __syncthreads();  // the rewritten P; xchg is read before the next tile writes it
+    for (int mb = 0; mb < kMBlocks; ++mb) {
+#pragma unroll
+      for (int i = 0; i < kRegs; ++i) {
+        const int c = 2 * (i >> 2) + (i & 1);
+        const float p = fast_exp2(s[mb][i] - base[c]);
+        row_sum[c] += p;
+        const int col = acc_col(i >> 2, i, lane);
+        const int key = p_key(16 * warp + (lane >> 2) + 8 * ((i >> 1) & 1));  // within block mb
+        const u32 bits = pack_f32x2<kMmaF16>(p, 0.f) & 0xffffu;
+        *reinterpret_cast<u16*>(p_smem + mb * kN * 128 + col * 128 + ((((key >> 3) ^ (col & 7))) << 4) +
+                                (key & 7) * 2) = (u16)bits;
+      }
     }
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) row_sum[c] += tile_sum[c];
+    for (int db = 0; db < kDBlocks; ++db)
+#pragma unroll
+      for (int i = 0; i < kRegs; ++i) o[db][i] *= corr[2 * (i >> 2) + (i & 1)];
+    fence_proxy_async();
+    __syncthreads();
 
     // O^T += V^T P^T: head dims (out_dim) x query rows.
     if constexpr (kFp8Cache) {

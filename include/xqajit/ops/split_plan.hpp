@@ -29,6 +29,10 @@ struct SplitRequest {
   int smem_bytes = 0;             ///< per CTA
   int merge_cap = kMaxSplits;     ///< most splits the kernel's merge can stage (merge_split_cap)
   int requested = 0;              ///< the caller's num_splits (0 = automatic)
+  /// Short splits fill the SMs once with this many CTAs each (capped by what fits):
+  /// 1 where a CTA streams at the SM's share of bandwidth alone, 2 for kernels of one
+  /// warpgroup whose per-tile chain a second CTA overlaps (the GQA hopper backend).
+  int short_split_ctas_per_sm = 1;
 };
 
 struct SplitPlan {
