@@ -135,11 +135,15 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
                             max_len,
                             args.k_stride_page, args.k_stride_token, (long long)h * args.k_stride_head,
                             args.v_stride_page, args.v_stride_token, (long long)h * args.v_stride_head};
-  auto load_tile = [&](int tile, int stage) {
+  using Pages = TilePages<kPageSize, kTile, kCacheRowBytes / 16, kThreads>;
+  auto lookup = [&](int tile) {
+    return lookup_tile_pages<kPageSize, kTile, kCacheRowBytes / 16, kThreads>(kv_rows, split_begin + tile * kTile);
+  };
+  auto load_tile = [&](int tile, int stage, const Pages& pages) {
     const u32 k_dst = smem_addr(kv_region + stage * kGeo.stage_bytes);
     const u32 v_dst = k_dst + kTile * kCacheRowBytes;
     for_each_tile_chunk<kPageSize, kCacheBytes, kTile, kCacheRowBytes / 16, kThreads>(
-        kv_rows, split_begin + tile * kTile, split_end,
+        kv_rows, pages, split_begin + tile * kTile, split_end,
         [&](int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src, bool valid) {
           if constexpr (kFp8Cache) {
             cp_async_16(k_dst + (u32)(tok * kCacheRowBytes + ((chunk ^ fp8_k_swizzle(tok)) << 4)), k_src, valid);
@@ -152,11 +156,17 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
         });
   };
 
+  {  // every lookup of the first tiles in flight together, then their copies
+    Pages first[kStages - 1];
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    load_tile(s, s);  // unconditional: tiles past the split are zero-filled, read nothing
-    cp_async_commit();
+    for (int s = 0; s < kStages - 1; ++s) first[s] = lookup(s);
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      load_tile(s, s, first[s]);  // unconditional: tiles past the split are zero-filled, read nothing
+      cp_async_commit();
+    }
   }
+  Pages ahead = lookup(kStages - 1);  // the pages of the next tile to load, looked up a tile early
 
   // ---- Q rows of this CTA -> shared memory (zeros for padding rows) ----------
   {
@@ -232,8 +242,9 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
     __syncthreads();  // tile `it` visible to all; everyone is done with tile it-1's buffers
     {
       const int next = it + kStages - 1;
-      if (next < num_tiles) load_tile(next, next % kStages);
+      if (next < num_tiles) load_tile(next, next % kStages, ahead);
       cp_async_commit();
+      ahead = lookup(next + 1);  // its round trip overlaps this tile's math
     }
     const unsigned char* const k_tile = kv_region + (it % kStages) * kGeo.stage_bytes;
     const unsigned char* const v_tile = k_tile + kTile * kCacheRowBytes;

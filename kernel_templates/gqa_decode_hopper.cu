@@ -202,11 +202,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
                             args.k_stride_page, args.k_stride_token, (long long)h * args.k_stride_head,
                             args.v_stride_page, args.v_stride_token, (long long)h * args.v_stride_head};
   constexpr int kRawRowBytes = kHeadDim * kCacheBytes;
-  auto load_tile = [&](int tile, int stage) {
+  using Pages = TilePages<kPageSize, kTile, kRawRowBytes / 16, kThreads>;
+  auto lookup = [&](int tile) {
+    return lookup_tile_pages<kPageSize, kTile, kRawRowBytes / 16, kThreads>(kv_rows, split_begin + tile * kTile);
+  };
+  auto load_tile = [&](int tile, int stage, const Pages& pages) {
     const u32 k_dst = smem_addr(pipe + stage * kGeo.stage_bytes);
     const u32 v_dst = k_dst + kTile * kRawRowBytes;
     for_each_tile_chunk<kPageSize, kCacheBytes, kTile, kRawRowBytes / 16, kThreads>(
-        kv_rows, split_begin + tile * kTile, split_end,
+        kv_rows, pages, split_begin + tile * kTile, split_end,
         [&](int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src, bool valid) {
           if constexpr (kFp8Cache) {  // raw rows, chunks swizzled for the fragment reads
             cp_async_16(k_dst + (u32)(tok * kRawRowBytes + ((chunk ^ fp8_k_chunk_swizzle<kRawChunks>(tok)) << 4)),
@@ -220,11 +224,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
           }
         });
   };
+  {  // every lookup of the first tiles in flight together, then their copies
+    Pages first[kStages - 1];
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    load_tile(s, s);  // unconditional: tiles past the split are zero-filled, read nothing
-    cp_async_commit();
+    for (int s = 0; s < kStages - 1; ++s) first[s] = lookup(s);
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      load_tile(s, s, first[s]);  // unconditional: tiles past the split are zero-filled, read nothing
+      cp_async_commit();
+    }
   }
+  Pages ahead = lookup(kStages - 1);  // the pages of the next tile to load, looked up a tile early
 
   // ---- Q rows of this CTA -> shared memory, the B operand of S^T (zeros for padding)
   {
@@ -288,8 +298,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
     __syncthreads();      // tile `it` complete; every wgmma of tile it-1 has retired
     {
       const int next = it + kStages - 1;
-      if (next < num_tiles) load_tile(next, next % kStages);
+      if (next < num_tiles) load_tile(next, next % kStages, ahead);
       cp_async_commit();
+      ahead = lookup(next + 1);  // its round trip overlaps this tile's math
     }
     unsigned char* const k_tile = pipe + (it % kStages) * kGeo.stage_bytes;
     unsigned char* const v_tile = k_tile + kTile * kRawRowBytes;

@@ -44,49 +44,87 @@ struct PagedKvRows {
   long long v_stride_page, v_stride_token, v_head;
 };
 
+// The page-table entries one thread's copies of one tile need, looked up a tile
+// ahead of the copies (lookup_tile_pages): a lookup is an L2 round trip, and a
+// copy waiting on it stalls its warp -- in order, in front of the tile's math --
+// once per tile (docs/KERNEL_NOTES.md h7). Slot j of a thread (for_each_tile_chunk)
+// copies chunk tid + j * kThreads: token tid / kChunks + j * kTokStep, so a page of
+// kPageSize tokens serves kSlotsPerPage consecutive slots and one entry per page is
+// kept (one per tile when a page holds whole tiles).
+template <int kPageSize, int kTile, int kChunks, int kThreads>
+struct TilePages {
+  static_assert(kThreads % kChunks == 0, "a thread's slots advance by whole tokens");
+  static constexpr int kSlots = (kTile * kChunks + kThreads - 1) / kThreads;
+  static constexpr int kTokStep = kThreads / kChunks;
+  static constexpr int kSlotsPerPage = kPageSize >= kTile ? kSlots : (kTokStep >= kPageSize ? 1 : kPageSize / kTokStep);
+  static constexpr int kLookups = (kSlots + kSlotsPerPage - 1) / kSlotsPerPage;
+  int page[kLookups];
+};
+
+// Issues the lookups of the tile starting at `tile_start` (unconditional: positions are
+// clamped into the row, so a tile past the split reads a valid entry it will not use).
+template <int kPageSize, int kTile, int kChunks, int kThreads>
+__device__ __forceinline__ TilePages<kPageSize, kTile, kChunks, kThreads> lookup_tile_pages(const PagedKvRows& kv,
+                                                                                           int tile_start) {
+  using Pages = TilePages<kPageSize, kTile, kChunks, kThreads>;
+  Pages t;
+#pragma unroll
+  for (int j = 0; j < Pages::kLookups; ++j) {
+    const int pos = kPageSize >= kTile ? tile_start
+                                       : tile_start + (int)threadIdx.x / kChunks + j * Pages::kSlotsPerPage * Pages::kTokStep;
+    t.page[j] = kv.table_row[(pos < kv.max_len ? pos : kv.max_len - 1) / kPageSize];
+  }
+  return t;
+}
+
 // Walks the 16-byte chunks of one tile of kTile keys starting at `tile_start`
 // (a multiple of kTile), spread over kThreads threads, and calls
 // issue(tok, chunk, k_src, v_src, valid) for each; the caller owns the
 // shared-memory layout. Keys at or past `end` are invalid: their sources point
-// at the cache base (a zero-fill copy reads nothing there). Page-table entries
-// are read for every slot, clamped into the row, so the table loads pipeline
-// instead of each copy waiting on its own (docs/KERNEL_NOTES.md v3.1: +8 % at
-// large batch); when a page holds whole tiles, one lookup per tile and
-// fixed-stride slots (v3.2).
+// at the cache base (a zero-fill copy reads nothing there) -- a select, not a
+// branch: written as `valid ? row : base` the compiler made the table loads a
+// branch on seq_len (H200: fp8 t128 64x4096 145 -> 163 us). `pages` are the
+// tile's lookups (lookup_tile_pages), issued earlier.
 template <int kPageSize, int kCacheBytes, int kTile, int kChunks, int kThreads, typename Issue>
-__device__ __forceinline__ void for_each_tile_chunk(const PagedKvRows& kv, int tile_start, int end, Issue&& issue) {
+__device__ __forceinline__ void for_each_tile_chunk(const PagedKvRows& kv,
+                                                    const TilePages<kPageSize, kTile, kChunks, kThreads>& pages,
+                                                    int tile_start, int end, Issue&& issue) {
   const int tid = threadIdx.x;
   const long long k_tok_bytes = kv.k_stride_token * kCacheBytes, v_tok_bytes = kv.v_stride_token * kCacheBytes;
+  auto row = [&](const unsigned char* base, long long page, int pos, long long stride_page, long long stride_token,
+                 long long head) {
+    return base + (page * stride_page + (long long)(pos % kPageSize) * stride_token + head) * kCacheBytes;
+  };
   if constexpr (kPageSize >= kTile) {
-    const unsigned char* const k_row0 = paged_row<kPageSize, kCacheBytes>(
-        kv.k_base, kv.table_row, tile_start, kv.max_len, kv.k_stride_page, kv.k_stride_token, kv.k_head);
-    const unsigned char* const v_row0 = paged_row<kPageSize, kCacheBytes>(
-        kv.v_base, kv.table_row, tile_start, kv.max_len, kv.v_stride_page, kv.v_stride_token, kv.v_head);
+    const unsigned char* const k_row0 =
+        row(kv.k_base, pages.page[0], tile_start, kv.k_stride_page, kv.k_stride_token, kv.k_head);
+    const unsigned char* const v_row0 =
+        row(kv.v_base, pages.page[0], tile_start, kv.v_stride_page, kv.v_stride_token, kv.v_head);
 #pragma unroll 4
     for (int i = tid; i < kTile * kChunks; i += kThreads) {
       const int tok = i / kChunks, chunk = i % kChunks;
       const bool valid = tile_start + tok < end;
       const unsigned char* k_src = k_row0 + tok * k_tok_bytes + chunk * 16;
       const unsigned char* v_src = v_row0 + tok * v_tok_bytes + chunk * 16;
-      if (!valid) k_src = kv.k_base, v_src = kv.v_base;  // a select, not a branch (see below)
+      if (!valid) k_src = kv.k_base, v_src = kv.v_base;
       issue(tok, chunk, k_src, v_src, valid);
     }
   } else {
+#pragma unroll
+    for (int l = 0; l < pages.kLookups; ++l) {
+      const long long page = pages.page[l];
 #pragma unroll 4
-    for (int i = tid; i < kTile * kChunks; i += kThreads) {
-      const int tok = i / kChunks, chunk = i % kChunks;
-      const int pos = tile_start + tok;
-      const bool valid = pos < end;
-      // The table loads stay unconditional (paged_row clamps pos into the row) and
-      // the fallback is a select: written as `valid ? paged_row(..) : base` the
-      // compiler made the loads a branch on seq_len, serialising them behind it
-      // (H200: fp8 t128 64x4096 145 -> 163 us, bf16 B=1 L=8192 14.7 -> 15.9 us).
-      const unsigned char* k_src = paged_row<kPageSize, kCacheBytes>(
-          kv.k_base, kv.table_row, pos, kv.max_len, kv.k_stride_page, kv.k_stride_token, kv.k_head) + chunk * 16;
-      const unsigned char* v_src = paged_row<kPageSize, kCacheBytes>(
-          kv.v_base, kv.table_row, pos, kv.max_len, kv.v_stride_page, kv.v_stride_token, kv.v_head) + chunk * 16;
-      if (!valid) k_src = kv.k_base, v_src = kv.v_base;
-      issue(tok, chunk, k_src, v_src, valid);
+      for (int j = l * pages.kSlotsPerPage; j < (l + 1) * pages.kSlotsPerPage && j < pages.kSlots; ++j) {
+        const int i = tid + j * kThreads;  // slot j
+        if (pages.kSlots * kThreads != kTile * kChunks && i >= kTile * kChunks) break;
+        const int tok = i / kChunks, chunk = i % kChunks;
+        const int pos = tile_start + tok;
+        const bool valid = pos < end;
+        const unsigned char* k_src = row(kv.k_base, page, pos, kv.k_stride_page, kv.k_stride_token, kv.k_head) + chunk * 16;
+        const unsigned char* v_src = row(kv.v_base, page, pos, kv.v_stride_page, kv.v_stride_token, kv.v_head) + chunk * 16;
+        if (!valid) k_src = kv.k_base, v_src = kv.v_base;
+        issue(tok, chunk, k_src, v_src, valid);
+      }
     }
   }
 }
