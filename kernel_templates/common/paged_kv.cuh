@@ -44,35 +44,39 @@ struct PagedKvRows {
   long long v_stride_page, v_stride_token, v_head;
 };
 
-// The page-table entries one thread's copies of one tile need, looked up a tile
-// ahead of the copies (lookup_tile_pages): a lookup is an L2 round trip, and a
-// copy waiting on it stalls its warp -- in order, in front of the tile's math --
-// once per tile (docs/KERNEL_NOTES.md h7). Slot j of a thread (for_each_tile_chunk)
-// copies chunk tid + j * kThreads: token tid / kChunks + j * kTokStep, so a page of
-// kPageSize tokens serves kSlotsPerPage consecutive slots and one entry per page is
-// kept (one per tile when a page holds whole tiles).
+// The page-table entries one thread's copies of one tile need when a tile spans
+// several pages, looked up a tile ahead of the copies (lookup_tile_pages): each
+// copy used to wait on its own lookup, an L2 round trip, in order. Slot j of a
+// thread (for_each_tile_chunk) copies chunk tid + j * kThreads: token tid / kChunks
+// + j * kTokStep, so a page of kPageSize tokens serves kSlotsPerPage consecutive
+// slots and one entry per page is kept. H200 (docs/KERNEL_NOTES.md h7): portable fp8
+// t128 with 64-token pages 157 -> 135 us at 64x4096. A page that holds whole tiles
+// is looked up at issue, one entry per tile: ahead there it cost 0.4 us at B=1.
 template <int kPageSize, int kTile, int kChunks, int kThreads>
 struct TilePages {
   static_assert(kThreads % kChunks == 0, "a thread's slots advance by whole tokens");
+  static constexpr bool kAhead = kPageSize < kTile;
   static constexpr int kSlots = (kTile * kChunks + kThreads - 1) / kThreads;
   static constexpr int kTokStep = kThreads / kChunks;
-  static constexpr int kSlotsPerPage = kPageSize >= kTile ? kSlots : (kTokStep >= kPageSize ? 1 : kPageSize / kTokStep);
-  static constexpr int kLookups = (kSlots + kSlotsPerPage - 1) / kSlotsPerPage;
+  static constexpr int kSlotsPerPage = kTokStep >= kPageSize ? 1 : kPageSize / kTokStep;
+  static constexpr int kLookups = kAhead ? (kSlots + kSlotsPerPage - 1) / kSlotsPerPage : 1;
   int page[kLookups];
 };
 
-// Issues the lookups of the tile starting at `tile_start` (unconditional: positions are
-// clamped into the row, so a tile past the split reads a valid entry it will not use).
+// Issues the lookups of the tile starting at `tile_start` (none where a page holds
+// whole tiles). Unconditional: positions are clamped into the row, so a tile past
+// the split reads a valid entry it will not use.
 template <int kPageSize, int kTile, int kChunks, int kThreads>
 __device__ __forceinline__ TilePages<kPageSize, kTile, kChunks, kThreads> lookup_tile_pages(const PagedKvRows& kv,
                                                                                            int tile_start) {
   using Pages = TilePages<kPageSize, kTile, kChunks, kThreads>;
   Pages t;
+  if constexpr (Pages::kAhead) {
 #pragma unroll
-  for (int j = 0; j < Pages::kLookups; ++j) {
-    const int pos = kPageSize >= kTile ? tile_start
-                                       : tile_start + (int)threadIdx.x / kChunks + j * Pages::kSlotsPerPage * Pages::kTokStep;
-    t.page[j] = kv.table_row[(pos < kv.max_len ? pos : kv.max_len - 1) / kPageSize];
+    for (int j = 0; j < Pages::kLookups; ++j) {
+      const int pos = tile_start + (int)threadIdx.x / kChunks + j * Pages::kSlotsPerPage * Pages::kTokStep;
+      t.page[j] = kv.table_row[(pos < kv.max_len ? pos : kv.max_len - 1) / kPageSize];
+    }
   }
   return t;
 }
@@ -84,22 +88,22 @@ __device__ __forceinline__ TilePages<kPageSize, kTile, kChunks, kThreads> lookup
 // at the cache base (a zero-fill copy reads nothing there) -- a select, not a
 // branch: written as `valid ? row : base` the compiler made the table loads a
 // branch on seq_len (H200: fp8 t128 64x4096 145 -> 163 us). `pages` are the
-// tile's lookups (lookup_tile_pages), issued earlier.
+// tile's lookups (lookup_tile_pages), issued a tile earlier where it spans pages.
 template <int kPageSize, int kCacheBytes, int kTile, int kChunks, int kThreads, typename Issue>
 __device__ __forceinline__ void for_each_tile_chunk(const PagedKvRows& kv,
                                                     const TilePages<kPageSize, kTile, kChunks, kThreads>& pages,
                                                     int tile_start, int end, Issue&& issue) {
+  using Pages = TilePages<kPageSize, kTile, kChunks, kThreads>;
   const int tid = threadIdx.x;
   const long long k_tok_bytes = kv.k_stride_token * kCacheBytes, v_tok_bytes = kv.v_stride_token * kCacheBytes;
   auto row = [&](const unsigned char* base, long long page, int pos, long long stride_page, long long stride_token,
                  long long head) {
     return base + (page * stride_page + (long long)(pos % kPageSize) * stride_token + head) * kCacheBytes;
   };
-  if constexpr (kPageSize >= kTile) {
-    const unsigned char* const k_row0 =
-        row(kv.k_base, pages.page[0], tile_start, kv.k_stride_page, kv.k_stride_token, kv.k_head);
-    const unsigned char* const v_row0 =
-        row(kv.v_base, pages.page[0], tile_start, kv.v_stride_page, kv.v_stride_token, kv.v_head);
+  if constexpr (!Pages::kAhead) {  // one page holds the tile: one lookup, at issue
+    const long long page = kv.table_row[(tile_start < kv.max_len ? tile_start : kv.max_len - 1) / kPageSize];
+    const unsigned char* const k_row0 = row(kv.k_base, page, tile_start, kv.k_stride_page, kv.k_stride_token, kv.k_head);
+    const unsigned char* const v_row0 = row(kv.v_base, page, tile_start, kv.v_stride_page, kv.v_stride_token, kv.v_head);
 #pragma unroll 4
     for (int i = tid; i < kTile * kChunks; i += kThreads) {
       const int tok = i / kChunks, chunk = i % kChunks;
@@ -111,12 +115,12 @@ __device__ __forceinline__ void for_each_tile_chunk(const PagedKvRows& kv,
     }
   } else {
 #pragma unroll
-    for (int l = 0; l < pages.kLookups; ++l) {
+    for (int l = 0; l < Pages::kLookups; ++l) {
       const long long page = pages.page[l];
 #pragma unroll 4
-      for (int j = l * pages.kSlotsPerPage; j < (l + 1) * pages.kSlotsPerPage && j < pages.kSlots; ++j) {
+      for (int j = l * Pages::kSlotsPerPage; j < (l + 1) * Pages::kSlotsPerPage && j < Pages::kSlots; ++j) {
         const int i = tid + j * kThreads;  // slot j
-        if (pages.kSlots * kThreads != kTile * kChunks && i >= kTile * kChunks) break;
+        if (Pages::kSlots * kThreads != kTile * kChunks && i >= kTile * kChunks) break;
         const int tok = i / kChunks, chunk = i % kChunks;
         const int pos = tile_start + tok;
         const bool valid = pos < end;

@@ -185,7 +185,7 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
   request.smem_bytes = geo.smem_bytes;
   request.merge_cap = merge_split_cap(geo.union_bytes, geo.rows_per_cta);
   request.requested = p.num_splits;
-  request.short_split_ctas_per_sm = hopper ? 2 : 1;
+  request.short_split_ctas_per_sm = hopper && p.kv == DType::fp8 ? 2 : 1;
   const SplitPlan split = plan_splits(kOp, request, device);
   plan.num_splits = split.num_splits;
   plan.split_tokens = split.split_tokens;

@@ -35,8 +35,9 @@ SplitPlan plan_splits(const char* op, const SplitRequest& r, const DeviceInfo& d
     // outweigh a second CTA per SM, so fill the SMs once instead (run 8 sweep, H200,
     // B=1 L=8192: bf16 t64 32 -> 16 splits 15.4 -> 14.7 us, fp8 t128 14.3 -> 12.8 us;
     // long sequences keep the slot rule: B=1 L=65536 fp8 32 splits beat 47 and 64).
-    // One-warpgroup CTAs (hopper) are chain-bound at one per SM: two per SM, session 5
-    // runs 1-2: fp8 B=1 L=8192 hopper 32 splits 11.9 / 12.1 us vs 16 splits 12.7 / 12.9.
+    // A one-warpgroup fp8 CTA (hopper) is chain-bound at one per SM: two per SM, session
+    // 5 runs 1-4: fp8 B=1 L=8192 32 splits 11.8-12.1 us vs 16 splits 12.6-12.9 (bf16:
+    // 14.5-15.1 vs 14.2-14.4, so 16-bit caches keep one).
     const std::int64_t split_tiles = (r.covered_keys + by_slots * tile - 1) / (by_slots * tile);
     if (per_sm > 1 && split_tiles < kShortSplitTiles) {
       const std::int64_t ctas = std::clamp(r.short_split_ctas_per_sm, 1, per_sm);

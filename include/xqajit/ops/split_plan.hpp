@@ -30,8 +30,8 @@ struct SplitRequest {
   int merge_cap = kMaxSplits;     ///< most splits the kernel's merge can stage (merge_split_cap)
   int requested = 0;              ///< the caller's num_splits (0 = automatic)
   /// Short splits fill the SMs once with this many CTAs each (capped by what fits):
-  /// 1 where a CTA streams at the SM's share of bandwidth alone, 2 for kernels of one
-  /// warpgroup whose per-tile chain a second CTA overlaps (the GQA hopper backend).
+  /// 1 where a CTA streams at the SM's share of bandwidth alone, 2 where one CTA's
+  /// per-tile chain is the limit and a second overlaps it (GQA hopper, fp8 cache).
   int short_split_ctas_per_sm = 1;
 };
 
