@@ -201,17 +201,17 @@ std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
 
 Backend planned_backend(const KernelSpec& spec) {
   if (spec.backend != Backend::automatic) return spec.backend;
-  // GQA on sm_90a, the measured rule (H200, same-run A/B, docs/KERNEL_NOTES.md h3-h4).
-  // An fp8 cache at q_len 1: hopper, ahead at every measured shape (64x4096 130.9 vs
-  // 145.5 us, 128x8192 512 vs 572, 16x4096 39.1 vs 43.5, D=256 70.2 vs 74.0, B=1
-  // L=65536 42.2 vs 44.6, B=1 L=8192 12.7 vs 12.8). 16-bit caches: portable. The two
-  // are equal within 1 % in bulk; hopper is 1-2 % ahead where a few requests are
-  // split (B=1 L=65536 66.6 vs 68.0 us) and behind at D=256 (149.5 vs 129.7) --
-  // margins the tuner (its table overrides this per bucket) resolves better than a
-  // rule. Speculative decoding: portable (q_len 8 fp8 216.8 vs 216.0, bf16 260 vs
-  // 251). The hopper kernel needs tiles of >= 64 keys.
+  // GQA on sm_90a, the measured rule (H200, same-run A/B, docs/KERNEL_NOTES.md h3-h7).
+  // An fp8 cache: hopper (session 5 run 5: 64x4096 129.9 vs 130.8 us for portable's
+  // t128, 16x4096 38.6 vs 39.9, D=256 70.2 vs 74.0, B=1 L=8192 11.9 vs 12.4, page 16
+  // 130 vs 136.5, speculative decoding q_len 8 200 vs 215 (run 4: 205-207 vs 209-219);
+  // portable is 1-4 % ahead at 128x8192 (497 vs 507), Hq 64 and B=1 L=65536 -- margins
+  // the tuner, whose table overrides this per bucket, resolves better than a rule).
+  // 16-bit caches: portable. The two are equal within 1 % in bulk; hopper is 1-2 %
+  // ahead where a few requests are split (B=1 L=65536 66.8 vs 67.8 us) and behind at
+  // D=256 (147.9 vs 129.7) and spec-dec (261 vs 251). Hopper needs tiles of >= 64 keys.
   const bool gqa_hopper = spec.kind == Kind::gqa && has_hopper(spec.arch) && spec.kv == DType::fp8 &&
-                          spec.q_len == 1 && (spec.kv_tile == 0 || spec.kv_tile >= 64);
+                          (spec.kv_tile == 0 || spec.kv_tile >= 64);
   return gqa_hopper ? Backend::hopper : default_backend(spec.kind, spec.arch);
 }
 

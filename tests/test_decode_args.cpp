@@ -168,7 +168,7 @@ TEST_CASE("decode_spec and decode_plan derive the kernel and the split", "[decod
 
 TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
   DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
-  // An fp8 cache at q_len 1 on sm_90a: the hopper backend, tile 64, at any size.
+  // An fp8 cache on sm_90a: the hopper backend, tile 64, at any size and q_len.
   p.kv = DType::fp8;
   p.batch = 64;
   p.max_pages_per_seq = 64;  // 4096 keys
@@ -183,10 +183,11 @@ TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
   p.batch = 64;
   CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
   p.batch = 1;
-  // Speculative decoding: portable.
-  p.kv = DType::fp8;
+  // Speculative decoding: hopper for an fp8 cache, portable for a 16-bit one.
   p.q_len = 4;
   CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
+  p.kv = DType::fp8;
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
   p.q_len = 1;
   // Only sm_90a has the hopper backend; an explicit backend or tile is honoured.
   CHECK(decode_plan(p, rtx_sm120()).spec.backend == Backend::portable);

@@ -193,7 +193,8 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
   // What a launch of an auto spec runs by the measured rule, and what it may pick
   // (so what prewarm compiles for it).
   CHECK(planned_backend(gqa({{"kv", "fp8"}, {"input", "bf16"}})) == Backend::hopper);
-  CHECK(planned_backend(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"q_len", "2"}})) == Backend::portable);
+  CHECK(planned_backend(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"q_len", "2"}})) == Backend::hopper);
+  CHECK(planned_backend(gqa({{"input", "bf16"}, {"q_len", "2"}})) == Backend::portable);
   CHECK(planned_backend(gqa({{"head_dim", "128"}})) == Backend::portable);
   CHECK(planned_backend(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"backend", "portable"}})) == Backend::portable);
   CHECK(planned_backend(mla("sm_90a", "auto")) == Backend::hopper);
@@ -204,7 +205,8 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
         std::vector<Backend>{Backend::portable, Backend::hopper});
   CHECK(launch_backends(gqa({{"head_dim", "128"}})) == std::vector<Backend>{Backend::portable});
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"q_len", "4"}})) ==
-        std::vector<Backend>{Backend::portable});
+        std::vector<Backend>{Backend::portable, Backend::hopper});
+  CHECK(launch_backends(gqa({{"input", "bf16"}, {"q_len", "4"}})) == std::vector<Backend>{Backend::portable});
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"kv_tile", "32"}})) ==
         std::vector<Backend>{Backend::portable});
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"backend", "portable"}})) ==

@@ -62,7 +62,7 @@ Backend parse_backend(const std::string& text);
 std::vector<Backend> backends_for(Kind kind, const Arch& arch);
 /// The backend a launch of `spec` runs when no tuning table overrides it: its own
 /// when set; for backend=auto the launch plan's measured rule (GQA on sm_90a:
-/// hopper for an fp8 cache at q_len 1, else what the spec resolves to). Allocates
+/// hopper for an fp8 cache, else what the spec resolves to). Allocates
 /// nothing (decode_plan calls it per launch).
 Backend planned_backend(const KernelSpec& spec);
 /// The backends a launch of `spec` may run: its own when set; for backend=auto, the
