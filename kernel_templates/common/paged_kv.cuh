@@ -25,12 +25,19 @@ __device__ __forceinline__ int split_tile_count(int begin, int end) {
   return (int)((unsigned)((keys > 0 ? keys : 0) + kTile - 1) / (unsigned)kTile);
 }
 
+// The page-table entry of position `pos` of one request (clamped into its row: a
+// lookup past the end reads a valid entry that nothing uses).
+template <int kPageSize>
+__device__ __forceinline__ int page_of(const int* table_row, int pos, int max_len) {
+  return table_row[(pos < max_len ? pos : max_len - 1) / kPageSize];
+}
+
 // Byte address of row `pos` of a paged tensor (head offset already in elements).
 template <int kPageSize, int kElemBytes>
 __device__ __forceinline__ const unsigned char* paged_row(const unsigned char* base, const int* table_row,
                                                           int pos, int max_len, long long stride_page,
                                                           long long stride_token, long long head_off) {
-  const long long page = table_row[(pos < max_len ? pos : max_len - 1) / kPageSize];
+  const long long page = page_of<kPageSize>(table_row, pos, max_len);
   return base + (page * stride_page + (long long)(pos % kPageSize) * stride_token + head_off) * kElemBytes;
 }
 
@@ -64,18 +71,17 @@ struct TilePages {
 };
 
 // Issues the lookups of the tile starting at `tile_start` (none where a page holds
-// whole tiles). Unconditional: positions are clamped into the row, so a tile past
-// the split reads a valid entry it will not use.
+// whole tiles); unconditional, clamped into the row (page_of).
 template <int kPageSize, int kTile, int kChunks, int kThreads>
 __device__ __forceinline__ TilePages<kPageSize, kTile, kChunks, kThreads> lookup_tile_pages(const PagedKvRows& kv,
                                                                                            int tile_start) {
   using Pages = TilePages<kPageSize, kTile, kChunks, kThreads>;
-  Pages t;
+  Pages t{};
   if constexpr (Pages::kAhead) {
 #pragma unroll
     for (int j = 0; j < Pages::kLookups; ++j) {
       const int pos = tile_start + (int)threadIdx.x / kChunks + j * Pages::kSlotsPerPage * Pages::kTokStep;
-      t.page[j] = kv.table_row[(pos < kv.max_len ? pos : kv.max_len - 1) / kPageSize];
+      t.page[j] = page_of<kPageSize>(kv.table_row, pos, kv.max_len);
     }
   }
   return t;
@@ -101,7 +107,7 @@ __device__ __forceinline__ void for_each_tile_chunk(const PagedKvRows& kv,
     return base + (page * stride_page + (long long)(pos % kPageSize) * stride_token + head) * kCacheBytes;
   };
   if constexpr (!Pages::kAhead) {  // one page holds the tile: one lookup, at issue
-    const long long page = kv.table_row[(tile_start < kv.max_len ? tile_start : kv.max_len - 1) / kPageSize];
+    const long long page = page_of<kPageSize>(kv.table_row, tile_start, kv.max_len);
     const unsigned char* const k_row0 = row(kv.k_base, page, tile_start, kv.k_stride_page, kv.k_stride_token, kv.k_head);
     const unsigned char* const v_row0 = row(kv.v_base, page, tile_start, kv.v_stride_page, kv.v_stride_token, kv.v_head);
 #pragma unroll 4
