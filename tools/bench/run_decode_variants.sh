@@ -5,7 +5,8 @@
 # results on purpose; or SKIP_TESTS=1 for variants already tested) and bench_decode on the shapes in $SHAPES, through
 # XQAJIT_TEMPLATE_DIR (the library reads templates from there instead of the
 # embedded copy; the launch geometry stays the host's, so variants may change
-# only kernel-internal code).
+# only kernel-internal code). tools/bench/make_breakdown_variants.sh makes the
+# small-batch time-breakdown set (docs/PERF.md, session 5).
 set -u
 BIN=${BIN:-.gk}
 OUT=${OUT:-/tmp/out}

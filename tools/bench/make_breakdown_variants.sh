@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Where a small-batch decode spends its time (docs/PERF.md and docs/KERNEL_NOTES.md,
+# session 5, "Where B=1 L=8192 spends its 14.3 us"): copies of kernel_templates/ whose
+# hopper GQA kernel stops after one stage. Wrong results on purpose -- the names hold
+# "diag", so tools/bench/run_decode_variants.sh times them without testing them.
+#   tpl_diag_launch          returns after griddepcontrol: the launch in a graph
+#   tpl_diag_noloop_nomerge  empty splits, no merge: seq_len, table, Q, partial stores
+#   tpl_diag_noloop          empty splits with the merge tail
+#   tpl_diag_nomerge         every tile, no merge tail
+#
+#   tools/bench/make_breakdown_variants.sh .gpu      # on the dev host, next to the binaries
+#   XQAJIT_BENCH_BACKENDS=hopper BIN=.gpu SHAPES="1 8192 32 8 128 bf16 bf16 64|1 8192 32 8 128 bf16 fp8 64" \
+#     tools/bench/run_decode_variants.sh            # on the GPU host
+#
+# --check DEST CLI: also compiles each variant for the B=1 specs through the CLI's NVRTC
+# (no GPU), so a kernel edit that moves an anchor fails CI rather than the next GPU run.
+set -euo pipefail
+check=0
+if [ "${1:-}" = --check ]; then check=1; shift; fi
+dest=${1:?usage: make_breakdown_variants.sh [--check] DEST [CLI]}
+cli=${2:-}
+src=$(cd "$(dirname "$0")/../../kernel_templates" && pwd)
+mkdir -p "$dest"
+
+# variant NAME EDIT...: copy the templates, apply each EDIT ("anchor=>replacement", the
+# anchor must occur in gqa_decode_hopper.cu) once.
+variant() {
+  local name=$1; shift
+  rm -rf "$dest/tpl_$name"
+  cp -r "$src" "$dest/tpl_$name"
+  python3 - "$dest/tpl_$name/gqa_decode_hopper.cu" "$@" <<'PY'
+import sys
+path, edits = sys.argv[1], sys.argv[2:]
+text = open(path).read()
+for edit in edits:
+    anchor, replacement = edit.split("=>")
+    if anchor not in text:
+        sys.exit(f"make_breakdown_variants: anchor not found in {path}: {anchor!r}")
+    text = text.replace(anchor, replacement, 1)
+open(path, "w").write(text)
+PY
+}
+after_pdl=$'  pdl_launch_dependents();\n'
+split_end=$'  split_end = split_end < seq_len ? split_end : seq_len;\n'
+merge=$'  if (!multi) return;\n'
+variant diag_launch "${after_pdl}=>${after_pdl}  if (args.batch > 0) return;"$'\n'
+variant diag_noloop "${split_end}=>${split_end}  split_end = split_begin;"$'\n'
+variant diag_nomerge "${merge}=>  return;"$'\n'
+variant diag_noloop_nomerge "${split_end}=>${split_end}  split_end = split_begin;"$'\n' "${merge}=>  return;"$'\n'
+echo "breakdown variants in $dest: $(cd "$dest" && ls -d tpl_diag_* | tr '\n' ' ')"
+
+if [ "$check" = 1 ]; then
+  [ -n "$cli" ] || { echo "--check needs the CLI's path" >&2; exit 2; }
+  for dir in "$dest"/tpl_diag_*; do
+    for kv in bf16 fp8; do
+      XQAJIT_TEMPLATE_DIR=$dir "$cli" --cache-dir "$dest/cache/$(basename "$dir")" compile kind=gqa input=bf16 kv=$kv head_dim=128 \
+        group=4 page_size=64 arch=sm_90a backend=hopper > /dev/null
+    done
+  done
+  echo "every variant compiles"
+fi
