@@ -40,6 +40,7 @@
 #include "common/paged_kv.cuh"
 #include "common/pdl.cuh"
 #include "common/split_merge.cuh"
+#include "common/stage_trace.cuh"
 #include "common/types.cuh"
 #include "common/wgmma.cuh"
 #include "gqa/hopper_geometry.h"
@@ -167,6 +168,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
   // ---- programmatic dependent launch: nothing above reads global memory -------
   pdl_wait();
   pdl_launch_dependents();
+  StageTrace trace;  // no-op unless a trace variant (common/stage_trace.cuh)
 
   // ---- which keys this CTA reads (as the portable kernel) ---------------------
   const int max_len = args.max_pages_per_seq * kPageSize;
@@ -292,16 +294,19 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
     for (int i = 0; i < kRegs; ++i) o[db][i] = 0.f;
 
   const u32 q_addr = smem_addr(q_smem), p_addr = smem_addr(p_smem);
+  trace.mark(kTracePrologue);
   for (int it = 0; it < num_tiles; ++it) {
     cp_async_wait<kStages - 2>();
     fence_proxy_async();  // this thread's cp.async (and Q) writes -> visible to wgmma (16-bit path)
     __syncthreads();      // tile `it` complete; every wgmma of tile it-1 has retired
+    trace.mark(kTraceTileWait);
     {
       const int next = it + kStages - 1;
       if (next < num_tiles) load_tile(next, next % kStages, ahead);
       cp_async_commit();
       ahead = lookup(next + 1);  // its round trip overlaps this tile's math
     }
+    trace.mark(kTraceIssue);
     unsigned char* const k_tile = pipe + (it % kStages) * kGeo.stage_bytes;
     unsigned char* const v_tile = k_tile + kTile * kRawRowBytes;
     const u32 k_addr = smem_addr(k_tile), v_addr = smem_addr(v_tile);
@@ -330,6 +335,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
 #pragma unroll
         for (int i = 0; i < kRegs; ++i) s[mb][i] = 0.f;
       }
+      trace.mark(kTraceKFrag);
       wgmma_fence();
 #pragma unroll
       for (int mb = 0; mb < kMBlocks; ++mb) {
@@ -355,6 +361,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
     wgmma_wait<0>();
 #pragma unroll
     for (int mb = 0; mb < kMBlocks; ++mb) wgmma_pin(s[mb]);
+    trace.mark(kTraceSMma);
 
     // Scale into log2 units, mask (-inf by select: a masked key's K may be NaN),
     // and the tile max of each query row over the thread's keys.
@@ -387,6 +394,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
     reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });
     store_warp_columns(tmax, xchg, warp, lane);
     __syncthreads();
+    trace.mark(kTraceMax);
     float base[kCols], corr[kCols];
 #pragma unroll
     for (int j = 0; j < kN / 8; ++j) {
@@ -431,6 +439,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
       for (int i = 0; i < kRegs; ++i) o[db][i] *= corr[2 * (i >> 2) + (i & 1)];
     fence_proxy_async();
     __syncthreads();
+    trace.mark(kTraceP);
 
     // O^T += V^T P^T: head dims (out_dim) x query rows.
     if constexpr (kFp8Cache) {
@@ -464,6 +473,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
           }
         }
       }
+      trace.mark(kTraceVFrag);
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kTile / 16; ++ks) {
@@ -487,6 +497,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
     wgmma_wait<0>();
 #pragma unroll
     for (int db = 0; db < kDBlocks; ++db) wgmma_pin(o[db]);
+    trace.mark(kTraceOMma);
   }
   cp_async_wait<0>();
 
@@ -517,6 +528,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
     }
   }
   __syncthreads();
+  trace.mark(kTraceEpilogue);
 
   const bool multi = args.num_splits > 1;
   const long long cta_id = ((long long)b * args.num_kv_heads + h) * kRowBlocks + rb;
@@ -535,12 +547,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
       partials.store(split, r, d, v, m, sum);
     }
   }
-  if (!multi) return;
+  trace.mark(kTraceStore);
+  if (!multi) return trace.finish(num_tiles);
 
   // ---- split-KV: the last CTA of this (request, KV head, row block) merges -----
-  if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, &s_is_last)) return;
+  const bool last = split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, &s_is_last);
+  trace.mark(kTraceArrive);
+  if (!last) return trace.finish(num_tiles);
   split_merge<kN, kHeadDim, kThreads>(pipe, kGeo.union_bytes, partials, cta_rows,
                                       [&](int r, int d, const float(&ov)[4], float m, float sum) {
                                         store_out(args, b, h, rb * kN + r, d, ov, m, sum, out_scale);
                                       });
+  trace.mark(kTraceMerge);
+  trace.finish(num_tiles);
 }

@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
         // variant knobs (run 3 of PERF.md swept t32, forced 16/64 splits and HND pages: all
         // slower or equal), kept: fp8 with 64-key tiles (default 128), D=256 with 64-key tiles
         {64, 4096, 32, 8, 128, bf, f8, 64, 64}, {32, 4096, 16, 4, 256, bf, bf, 64, 64},
-        {64, 4096, 32, 8, 128, bf, bf, 64, 0, 0, true},
+        {64, 4096, 32, 8, 128, bf, bf, 64, 0, 0, true}, {64, 4096, 32, 8, 128, bf, f8, 64, 0, 0, true},
+        {128, 8192, 32, 8, 128, bf, f8, 64, 0, 0, true},
         {64, 4096, 32, 8, 128, bf, f8, 64, 128}, {128, 8192, 32, 8, 128, bf, f8, 64, 128},
         // speculative decoding: q_len 8 against q_len 1 of the same shape (issue #7: <= 1.1x with fp8)
         {64, 4096, 32, 8, 128, bf, f8, 64, 0, 0, false, 8}, {64, 4096, 32, 8, 128, bf, bf, 64, 0, 0, false, 8},

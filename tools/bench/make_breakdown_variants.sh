@@ -7,6 +7,9 @@
 #   tpl_diag_noloop_nomerge  empty splits, no merge: seq_len, table, Q, partial stores
 #   tpl_diag_noloop          empty splits with the merge tail
 #   tpl_diag_nomerge         every tile, no merge tail
+#   tpl_diag_trace           the whole kernel with common/stage_trace_on.cuh: clock64 sums per
+#                            stage of a few CTAs, printed once per process ("xqtrace ..."; one
+#                            shape per bench_decode process, since the launch count is per module)
 #
 #   tools/bench/make_breakdown_variants.sh .gpu      # on the dev host, next to the binaries
 #   XQAJIT_BENCH_BACKENDS=hopper BIN=.gpu SHAPES="1 8192 32 8 128 bf16 bf16 64|1 8192 32 8 128 bf16 fp8 64" \
@@ -42,11 +45,14 @@ PY
 }
 after_pdl=$'  pdl_launch_dependents();\n'
 split_end=$'  split_end = split_end < seq_len ? split_end : seq_len;\n'
-merge=$'  if (!multi) return;\n'
+merge=$'  if (!multi) return trace.finish(num_tiles);\n'
 variant diag_launch "${after_pdl}=>${after_pdl}  if (args.batch > 0) return;"$'\n'
 variant diag_noloop "${split_end}=>${split_end}  split_end = split_begin;"$'\n'
 variant diag_nomerge "${merge}=>  return;"$'\n'
 variant diag_noloop_nomerge "${split_end}=>${split_end}  split_end = split_begin;"$'\n' "${merge}=>  return;"$'\n'
+rm -rf "$dest/tpl_diag_trace"
+cp -r "$src" "$dest/tpl_diag_trace"
+cp "$(dirname "$0")/stage_trace_on.cuh" "$dest/tpl_diag_trace/common/stage_trace_on.cuh"
 echo "breakdown variants in $dest: $(cd "$dest" && ls -d tpl_diag_* | tr '\n' ' ')"
 
 if [ "$check" = 1 ]; then
