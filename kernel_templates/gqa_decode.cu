@@ -17,6 +17,7 @@
 #include "common/online_softmax.cuh"
 #include "common/output.cuh"
 #include "common/paged_kv.cuh"
+#include "common/q_rows.cuh"
 #include "common/pdl.cuh"
 #include "common/split_merge.cuh"
 #include "common/types.cuh"
@@ -101,6 +102,15 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   pdl_wait();
   pdl_launch_dependents();
 
+  // ---- Q rows of this CTA: their loads first (common/q_rows.cuh) ---------------
+  QRows<kRowsPerCta, kHeadDim, kThreads> q_rows;
+  auto load_q = [&] {
+    q_rows.template load<kGroup>(args, b, h, rb * kRowsPerCta, kRows, [](const u16* q_row, int chunk) {
+      return *reinterpret_cast<const U32x4*>(q_row + chunk * 8);
+    });
+  };
+  if constexpr (decltype(q_rows)::kEarly) load_q();
+
   // ---- which keys this CTA reads --------------------------------------------
   const int max_len = args.max_pages_per_seq * kPageSize;
   const int seq_len = clamped_seq_len(args.seq_lens, b, max_len);
@@ -168,34 +178,11 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   }
   Pages ahead = lookup(kStages - 1);  // the pages of the next tile to load, looked up a tile early
 
-  // ---- Q rows of this CTA -> shared memory (zeros for padding rows) ----------
-  {
-    constexpr int kChunks = kHeadDim / 8;
-    const u16* const q = static_cast<const u16*>(args.q);
-    for (int i = tid; i < kRowsPerCta * kChunks; i += kThreads) {
-      const int r = i / kChunks, chunk = i % kChunks;
-      const int row = rb * kRowsPerCta + r;
-      U32x4 v = {0, 0, 0, 0};
-      if (row < kRows) {
-        const int t = row / kGroup, hq = h * kGroup + row % kGroup;
-        v = *reinterpret_cast<const U32x4*>(q + (long long)b * args.q_stride_batch +
-                                            (long long)t * args.q_stride_token +
-                                            (long long)hq * args.q_stride_head + chunk * 8);
-        if (prescale_q) {  // bf16 -> q * scale in fp16, clamped to fp16's range (no inf)
-          u32* w = &v.x;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            float lo, hi;
-            unpack_x2<false>(w[j], lo, hi);
-            lo = fminf(fmaxf(lo * q_prescale, -65504.f), 65504.f);
-            hi = fminf(fmaxf(hi * q_prescale, -65504.f), 65504.f);
-            w[j] = pack_f32x2<true>(lo, hi);
-          }
-        }
-      }
-      *reinterpret_cast<U32x4*>(q_smem + swizzle(r, chunk, kRowBytes16)) = v;
-    }
-  }
+  // ---- Q rows -> shared memory (zeros for padding rows) -------------------------
+  if constexpr (!decltype(q_rows)::kEarly) load_q();
+  q_rows.store(prescale_q, q_prescale, [&](int r, int chunk, const U32x4& v) {
+    *reinterpret_cast<U32x4*>(q_smem + swizzle(r, chunk, kRowBytes16)) = v;
+  });
   __syncthreads();
   const u32 q_addr = smem_addr(q_smem);
   // A fragment of Q for k-step kk. fp8 permutes the head dim inside each 64-wide

@@ -38,6 +38,7 @@
 #include "common/mma.cuh"
 #include "common/output.cuh"
 #include "common/paged_kv.cuh"
+#include "common/q_rows.cuh"
 #include "common/pdl.cuh"
 #include "common/split_merge.cuh"
 #include "common/stage_trace.cuh"
@@ -132,11 +133,11 @@ __device__ __forceinline__ void store_warp_columns(const float (&v)[kCols], floa
 
 // Speculative decoding with an fp8 cache widens N (32 columns at q_len 8, group 4) and
 // ptxas would take 155 registers: 3 CTAs per SM where the shared memory holds the 4 of
-// the geometry's fp8 rule. Capped at 128 (H200 q_len 8: 222 -> 203-212 us, KERNEL_NOTES
+// the geometry's fp8 rule (ctas_per_sm). Capped there (H200 q_len 8: 222 -> 203-212 us, KERNEL_NOTES
 // h5-h6); elsewhere a cap only costs (t128 q_len 1 at 128 registers: 545 -> 561 us).
 // The explicit 1 matters too: with it ptxas allocates more freely (fp8 t64 98 -> 113
 // registers, still 4 CTAs/SM) and fp8 128x8192 ran 1-2 % faster (h6).
-constexpr int kMinCtasPerSm = kFp8Cache && kSpecDec ? 4 : 1;
+constexpr int kMinCtasPerSm = kFp8Cache && kSpecDec ? kGeo.ctas_per_sm : 1;
 
 __device__ __forceinline__ void store_out(const XqajitDecodeArgs& args, int b, int h, int row, int d,
                                           const float (&o)[4], float row_max, float row_sum, float out_scale) {
@@ -169,6 +170,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
   pdl_wait();
   pdl_launch_dependents();
   StageTrace trace;  // no-op unless a trace variant (common/stage_trace.cuh)
+
+  // ---- Q rows of this CTA: their loads first (common/q_rows.cuh) ---------------
+  QRows<kN, kHeadDim, kThreads> q_rows;
+  auto load_q = [&] {
+    q_rows.template load<kGroup>(args, b, h, rb * kN, kRows, [](const u16* q_row, int chunk) {
+      U32x4 v;
+      if constexpr (kFp8Cache) {  // logical pairs 8 chunk + 2 j, + 1 gathered from their actual dims
+        u32* w = &v.x;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) w[j] = *reinterpret_cast<const u32*>(q_row + q_dim(8 * chunk + 2 * j));
+      } else {
+        v = *reinterpret_cast<const U32x4*>(q_row + chunk * 8);
+      }
+      return v;
+    });
+  };
+  if constexpr (decltype(q_rows)::kEarly) load_q();
 
   // ---- which keys this CTA reads (as the portable kernel) ---------------------
   const int max_len = args.max_pages_per_seq * kPageSize;
@@ -238,40 +256,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
   }
   Pages ahead = lookup(kStages - 1);  // the pages of the next tile to load, looked up a tile early
 
-  // ---- Q rows of this CTA -> shared memory, the B operand of S^T (zeros for padding)
-  {
-    constexpr int kChunks = kHeadDim / 8;
-    const u16* const q = static_cast<const u16*>(args.q);
-    for (int i = tid; i < kN * kChunks; i += kThreads) {
-      const int r = i / kChunks, chunk = i % kChunks;
-      const int row = rb * kN + r;
-      U32x4 v = {0, 0, 0, 0};
-      if (row < kRows) {
-        const int t = row / kGroup, hq = h * kGroup + row % kGroup;
-        const u16* const q_row = q + (long long)b * args.q_stride_batch + (long long)t * args.q_stride_token +
-                                 (long long)hq * args.q_stride_head;
-        if constexpr (kFp8Cache) {  // logical pairs 8 chunk + 2 j, + 1 gathered from their actual dims
-          u32* w = &v.x;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) w[j] = *reinterpret_cast<const u32*>(q_row + q_dim(8 * chunk + 2 * j));
-        } else {
-          v = *reinterpret_cast<const U32x4*>(q_row + chunk * 8);
-        }
-        if (prescale_q) {  // bf16 -> q * scale in fp16, clamped to fp16's range (no inf)
-          u32* w = &v.x;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            float a, c;
-            unpack_x2<false>(w[j], a, c);
-            a = fminf(fmaxf(a * q_softmax, -65504.f), 65504.f);
-            c = fminf(fmaxf(c * q_softmax, -65504.f), 65504.f);
-            w[j] = pack_f32x2<true>(a, c);
-          }
-        }
-      }
-      *reinterpret_cast<U32x4*>(q_smem + atom_off(r, chunk, kN)) = v;
-    }
-  }
+  // ---- Q rows -> shared memory, the B operand of S^T (zeros for padding rows)
+  if constexpr (!decltype(q_rows)::kEarly) load_q();
+  q_rows.store(prescale_q, q_softmax, [&](int r, int chunk, const U32x4& v) {
+    *reinterpret_cast<U32x4*>(q_smem + atom_off(r, chunk, kN)) = v;
+  });
 
   // ---- per-thread query rows (wgmma columns 8j + 2 (lane % 4) + {0, 1}) --------
   int window_lo[kCols];

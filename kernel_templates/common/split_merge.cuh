@@ -60,19 +60,21 @@ struct SplitPartials {
 
 // Called by every thread after its partial rows are stored. Returns (uniformly
 // across the CTA) whether this CTA arrived last and must merge; the last one
-// resets the counter for the next launch or graph replay.
+// resets the counter for the next launch or graph replay. One acq_rel atomic by
+// thread 0 orders the CTA's partials (before it through the barrier; a release is
+// cumulative) before the count, and every other CTA's partials before the merge's
+// reads (after it through the second barrier): no fence per thread.
 __device__ __forceinline__ bool split_arrive_last(unsigned* counter, unsigned num_splits, int* s_flag) {
-  __threadfence();  // our partials reach L2 before the counter says so
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned prev = atomicAdd(counter, 1u);
-    *s_flag = prev == num_splits - 1u;
-    if (*s_flag) atomicExch(counter, 0u);  // every other CTA has arrived
+    unsigned prev;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(counter) : "memory");
+    const bool last = prev == num_splits - 1u;
+    *s_flag = last;
+    if (last) *reinterpret_cast<volatile unsigned*>(counter) = 0u;  // every other CTA has arrived
   }
   __syncthreads();
-  const bool last = *s_flag != 0;
-  if (last) __threadfence();
-  return last;
+  return *s_flag != 0;
 }
 
 // The last CTA's merge of `valid_rows` rows over every split. `smem` (at least

@@ -49,13 +49,17 @@ constexpr XqajitDecodeGeometry xqajit_gqa_hopper_geometry(int head_dim, int grou
   // max across warps, P, wgmma) is latency-bound, so more CTAs hide it; a 16-bit
   // tile carries twice the bytes per chain and wants deeper stages instead
   // (H200, same-run A/B, docs/KERNEL_NOTES.md h3: fp8 at 4 CTAs/SM x 3 stages
-  // 162 -> 132 us at 64x4096; bf16 at 2 stages 239 -> 305 us). 2 to 4 stages.
-  const int ctas_per_sm = cache_bytes == 1 ? 4 : 2;
+  // 162 -> 132 us at 64x4096; bf16 at 2 stages 239 -> 305 us). A 128-key fp8 tile
+  // carries a 16-bit tile's bytes and takes its rule: 2 CTAs x 3 stages, where the
+  // shared memory would give 3 x 2 (64x4096 167 -> 131 us, 128x8192 541 -> 515; h8).
+  // 2 to 4 stages.
+  const int ctas_per_sm = cache_bytes == 1 && kv_tile == 64 ? 4 : 2;
   int stages = (budget / ctas_per_sm - fixed) / g.stage_bytes;
   stages = xqajit_max_(2, xqajit_min_(4, stages));
   g.union_bytes = xqajit_max_(stages * g.stage_bytes, merge_bytes);
   g.smem_bytes = 1024 + g.q_bytes + g.union_bytes;
   const bool built = arch == 90 && (kv_tile == 64 || kv_tile == 128) && (head_dim == 64 || head_dim == 128 || head_dim == 256);
   g.stages = built && g.smem_bytes <= budget ? stages : 0;
+  g.ctas_per_sm = ctas_per_sm;
   return g;
 }

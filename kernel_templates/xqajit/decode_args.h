@@ -58,6 +58,7 @@ struct XqajitDecodeGeometry {
   int union_bytes;       // pipeline region, reused for the warp merge at the end
   int q_bytes;
   int smem_bytes;        // dynamic shared memory the launch asks for
+  int ctas_per_sm;       // CTAs per SM the pipeline is sized for (hopper: the kernel's launch bound)
 };
 
 // Per-block shared-memory opt-in limit by arch number (e.g. 90); the kernel
@@ -95,5 +96,6 @@ constexpr XqajitDecodeGeometry xqajit_decode_geometry(int head_dim, int group, i
   g.union_bytes = xqajit_max_(pipeline, merge_bytes);
   g.smem_bytes = g.union_bytes + g.q_bytes;
   g.stages = g.smem_bytes <= budget ? stages : 0;
+  g.ctas_per_sm = 2;
   return g;
 }
