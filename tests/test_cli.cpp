@@ -81,7 +81,7 @@ TEST_CASE("spec --json prints the golden name, the flags and the fields", "[cli]
   CHECK(j.at("fields").at("output") == "bf16");  // defaults to the input type
   CHECK(j.at("fields").at("arch") == "sm_90a");
   // backend=auto: the launch picks hopper for this fp8 cache on sm_90a, so both kernels.
-  CHECK(j.at("kernels") == Json::array({kSpecName, "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_hopper_sm90a"}));
+  CHECK(j.at("kernels") == Json::array({kSpecName, "gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t128_hopper_sm90a"}));
   const ProcessResult pinned = run_cli(dir, {"spec", "--json", kSpecName});
   REQUIRE(pinned.exit_code == 0);
   CHECK(parse_json(pinned).at("kernels") == Json::array({kSpecName}));  // a name pins one kernel

@@ -168,13 +168,22 @@ TEST_CASE("decode_spec and decode_plan derive the kernel and the split", "[decod
 
 TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
   DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
-  // An fp8 cache on sm_90a: the hopper backend, tile 64, at any size and q_len.
+  // An fp8 cache on sm_90a: the hopper backend at any size and q_len; 128-key tiles for
+  // one row block of <= 16 rows on 64-token pages, 64 keys on 16-token pages or q_len 8.
   p.kv = DType::fp8;
   p.batch = 64;
   p.max_pages_per_seq = 64;  // 4096 keys
   DecodePlan plan = decode_plan(p, h100());
   CHECK(plan.spec.backend == Backend::hopper);
-  CHECK(normalized(plan.spec).kv_tile == 64);
+  CHECK(normalized(plan.spec).kv_tile == 128);
+  p.q_len = 8;
+  CHECK(normalized(decode_plan(p, h100()).spec).kv_tile == 64);
+  p.q_len = 1;
+  p.page_size = 16;
+  p.max_pages_per_seq = 256;
+  CHECK(normalized(decode_plan(p, h100()).spec).kv_tile == 64);
+  p.page_size = 64;
+  p.max_pages_per_seq = 64;
   p.batch = 1;
   CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
   // A 16-bit cache: portable (ties in bulk; the tuner may pick hopper per bucket).

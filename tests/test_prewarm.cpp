@@ -118,7 +118,7 @@ TEST_CASE("Engine::prewarm compiles every backend an auto spec's launch may pick
   const auto results = engine.prewarm({spec}, 2);
   REQUIRE(results.size() == 2);
   CHECK(results[0].name == "gqa_bf16_kvfp8_obf16_d128_p64_g4_q1_sw0_t128_portable_sm90a");
-  CHECK(results[1].name == "gqa_bf16_kvfp8_obf16_d128_p64_g4_q1_sw0_t64_hopper_sm90a");
+  CHECK(results[1].name == "gqa_bf16_kvfp8_obf16_d128_p64_g4_q1_sw0_t128_hopper_sm90a");
   for (const auto& r : results) {
     INFO(r.name << ": " << r.error);
     CHECK(r.ok);
