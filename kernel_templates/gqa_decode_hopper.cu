@@ -244,17 +244,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
           }
         });
   };
-  {  // every lookup of the first tiles in flight together, then their copies
-    Pages first[kStages - 1];
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) first[s] = lookup(s);
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      load_tile(s, s, first[s]);  // unconditional: tiles past the split are zero-filled, read nothing
-      cp_async_commit();
-    }
-  }
-  Pages ahead = lookup(kStages - 1);  // the pages of the next tile to load, looked up a tile early
+  Pages ahead = start_tile_pipeline<kStages>(lookup, load_tile);  // the next tile's pages, looked up early
 
   // ---- Q rows -> shared memory, the B operand of S^T (zeros for padding rows)
   if constexpr (!decltype(q_rows)::kEarly) load_q();

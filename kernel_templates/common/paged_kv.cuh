@@ -5,6 +5,8 @@
 // issued before seq_len is known (the table load then never waits on it); the
 // caller masks positions past the sequence.
 
+#include "common/mma.cuh"
+
 namespace xqajit {
 
 // Sequence length of request b clamped to [0, max_len].
@@ -137,6 +139,24 @@ __device__ __forceinline__ void for_each_tile_chunk(const PagedKvRows& kv,
       }
     }
   }
+}
+
+// The start of a kernel's copy pipeline: the page lookups of its first kStages - 1
+// tiles in flight together, then their copies, one commit group per stage (issued
+// unconditionally: tiles past the split are zero-filled and read nothing). Returns
+// the lookups of tile kStages - 1, a tile ahead of its copies. lookup(tile) returns
+// the tile's TilePages; load(tile, stage, pages) issues its copies.
+template <int kStages, typename Lookup, typename Load>
+__device__ __forceinline__ auto start_tile_pipeline(Lookup&& lookup, Load&& load) {
+  decltype(lookup(0)) first[kStages - 1];
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) first[s] = lookup(s);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    load(s, s, first[s]);
+    cp_async_commit();
+  }
+  return lookup(kStages - 1);
 }
 
 }  // namespace xqajit

@@ -43,10 +43,10 @@ struct QRows {
     }
   }
 
-  // Calls store(r, chunk, value) for each loaded chunk; with `prescale`, a bf16 value
+  // Calls put(r, chunk, value) for each loaded chunk; with `prescale`, a bf16 value
   // becomes fp16 times `scale`, clamped to fp16's range (no inf).
-  template <typename Store>
-  __device__ __forceinline__ void store(bool prescale, float scale, Store&& store) const {
+  template <typename Put>
+  __device__ __forceinline__ void store(bool prescale, float scale, Put&& put) const {
 #pragma unroll
     for (int j = 0; j < kSlots; ++j) {
       const int i = (int)threadIdx.x + j * kThreads;
@@ -63,7 +63,7 @@ struct QRows {
           w[k] = pack_f32x2<true>(lo, hi);
         }
       }
-      store(i / kChunks, i % kChunks, x);
+      put(i / kChunks, i % kChunks, x);
     }
   }
 };
