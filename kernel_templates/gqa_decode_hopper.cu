@@ -29,9 +29,10 @@
 //    kVBytes = 2 * kDBlocks (one 4-byte word per key row at D = 128; 32 threads
 //    of distinct (w, r) x kVBytes = D); logical row 16 w + r + 8 h of block db
 //    is actual dim (8 w + r) * kVBytes + 2 db + h.
-//    k-step ks reads key rows 16 ks + 4 c + {0..3}: logical key 2 c + e is actual
-//    4 c + e, logical 2 c + 8 + e is actual 4 c + 2 + e; P is stored in logical
-//    key order, the output un-permuted at the end.
+//    k-step ks reads key rows 16 ks + 2 c + {0, 1, 8, 9}, the keys of A's k
+//    columns {2c, 2c+1, 2c+8, 2c+9}: keys stay in their natural order, so P^T is
+//    stored straight from the S^T accumulator by stmatrix.trans (as for a 16-bit
+//    cache); only the output dims are un-permuted at the end.
 
 #include "common/fp8.cuh"
 #include "common/memory.cuh"
@@ -85,11 +86,18 @@ __device__ __forceinline__ u32 atom_off(int row, int chunk, int rows) {
 }
 // Query row (wgmma column) of accumulator register 4j + e.
 __device__ __forceinline__ int acc_col(int j, int e, int lane) { return 8 * j + 2 * (lane & 3) + (e & 1); }
-// Logical (P^T) position of key `key` of a 64-key block (identity for a 16-bit cache).
-__device__ __forceinline__ int p_key(int key) {
-  if constexpr (!kFp8Cache) return key;
-  const int a = key & 15;
-  return (key & ~15) + 8 * ((a >> 1) & 1) + 2 * (a >> 2) + (a & 1);
+// P^T in shared memory, the K-major B operand of O^T ([64-key block][query row][128 B]),
+// written by stmatrix.trans from the S^T accumulator: its 8x8 blocks (8 keys x 8 query
+// rows) are matrices m = (key block mb, 8-row block j, key half hf), hf fastest, so
+// matrix m holds accumulator registers 2m, 2m + 1 of block mb (kRegs / 2 matrices a
+// block) and its 8 stored rows -- query rows 8 j + 0..7, keys 16 warp + 8 hf + 0..7 --
+// start at byte 1024 (m / 2) (mb kN + 8 j rows of 128 B). Lane L addresses stored row
+// L % 8 of matrix `m`; matrix m0 + g (m0 % 4 == 0) is then p_row_off(g) + 512 m0.
+constexpr int kPMatrices = kMBlocks * kRegs / 2;
+static_assert(kPMatrices % 4 == 0 || kPMatrices == 2, "stmatrix .x4, or .x2 for 8 rows x 64 keys");
+__device__ __forceinline__ u32 p_row_off(int m, int lane, int warp) {
+  const int row = lane & 7;
+  return (u32)(1024 * (m >> 1) + 128 * row + (((2 * warp + (m & 1)) ^ row) << 4));
 }
 // fp8: first of the kVBytes adjacent head dims thread (warp, lane / 4) owns in O^T.
 __device__ __forceinline__ int fp8_v_dim0(int lane, int warp) { return (8 * warp + (lane >> 2)) * kVBytes; }
@@ -253,16 +261,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
   });
 
   // ---- per-thread query rows (wgmma columns 8j + 2 (lane % 4) + {0, 1}) --------
-  int window_lo[kCols];
-  u32 mask_bits[kCols];
+  // Their tokens' draft masks wait in shared memory for the masked tiles (registers
+  // are the q_len 8 limit); window starts are recomputed there.
+  __shared__ u32 s_draft_mask[kQLen];
+  if (kSpecDec && tid < kQLen) s_draft_mask[tid] = args.spec_mask[((long long)b * kQLen + tid) * args.mask_words];
+  auto column_token = [&](int c) {
+    const int t = (rb * kN + acc_col(c >> 1, c, lane)) / kGroup;
+    return t < kQLen ? t : kQLen - 1;  // padding rows: any valid token (their output is dropped)
+  };
   float row_max[kCols], row_sum[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
-    const int row = rb * kN + acc_col(c >> 1, c, lane);
-    int t = row / kGroup;
-    t = t < kQLen ? t : kQLen - 1;  // padding rows: any valid token (their output is dropped)
-    window_lo[c] = kWindow ? draft_begin + t - args.window + 1 : 0;
-    mask_bits[c] = kSpecDec ? args.spec_mask[((long long)b * kQLen + t) * args.mask_words] : ~0u;
     row_max[c] = -kInf;
     row_sum[c] = 0.f;
   }
@@ -313,6 +322,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
         }
 #pragma unroll
         for (int i = 0; i < kRegs; ++i) s[mb][i] = 0.f;
+        wgmma_pin(s[mb]);  // zeroed before the fence, not between the wgmmas
       }
       trace.mark(kTraceKFrag);
       wgmma_fence();
@@ -348,27 +358,39 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
     const bool need_mask = tile_start + kTile > split_end ||
                            (kWindow && tile_start < seq_len - args.window) ||
                            (kSpecDec && tile_start + kTile > draft_begin);
-    float tmax[kCols];
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) tmax[c] = -kInf;
+    for (int mb = 0; mb < kMBlocks; ++mb)
 #pragma unroll
-    for (int mb = 0; mb < kMBlocks; ++mb) {
+      for (int i = 0; i < kRegs; ++i) s[mb][i] *= qk_scale_log2;
+    if (need_mask) {
+      int window_lo[kCols];
+      u32 draft_mask[kCols];
 #pragma unroll
-      for (int i = 0; i < kRegs; ++i) {
-        const int c = 2 * (i >> 2) + (i & 1);
-        float x = s[mb][i] * qk_scale_log2;
-        if (need_mask) {
+      for (int c = 0; c < kCols; ++c) {
+        window_lo[c] = kWindow ? draft_begin + column_token(c) - args.window + 1 : 0;
+        draft_mask[c] = kSpecDec ? s_draft_mask[column_token(c)] : ~0u;
+      }
+#pragma unroll
+      for (int mb = 0; mb < kMBlocks; ++mb) {
+#pragma unroll
+        for (int i = 0; i < kRegs; ++i) {
+          const int c = 2 * (i >> 2) + (i & 1);
           const int key = tile_start + 64 * mb + 16 * warp + (lane >> 2) + 8 * ((i >> 1) & 1);
           bool visible = key < split_end;
           if (kWindow) visible = visible && key >= window_lo[c];
           if (kSpecDec && visible && key >= draft_begin)
-            visible = ((mask_bits[c] >> (key - draft_begin)) & 1u) != 0;
-          x = visible ? x : -kInf;
+            visible = ((draft_mask[c] >> (key - draft_begin)) & 1u) != 0;
+          s[mb][i] = visible ? s[mb][i] : -kInf;
         }
-        s[mb][i] = x;
-        tmax[c] = fmaxf(tmax[c], x);
       }
     }
+    float tmax[kCols];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) tmax[c] = -kInf;
+#pragma unroll
+    for (int mb = 0; mb < kMBlocks; ++mb)
+#pragma unroll
+      for (int i = 0; i < kRegs; ++i) tmax[2 * (i >> 2) + (i & 1)] = fmaxf(tmax[2 * (i >> 2) + (i & 1)], s[mb][i]);
     // Over the 8 key rows of the warp, then over the 4 warps.
     reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });
     store_warp_columns(tmax, xchg, warp, lane);
@@ -394,46 +416,48 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
       }
     }
 
-    // P = exp2(S - max) -> shared memory as the K-major B operand of O^T
-    // ([64-key block][query row][128 B]); partial sums stay per thread.
+    // P = exp2(S - max) -> shared memory as P^T (p_row_off), four 8x8 blocks per
+    // stmatrix; partial sums stay per thread.
 #pragma unroll
     for (int c = 0; c < kCols; ++c) row_sum[c] *= corr[c];
-#pragma unroll
-    for (int mb = 0; mb < kMBlocks; ++mb) {
-#pragma unroll
-      for (int i = 0; i < kRegs; ++i) {
-        const int c = 2 * (i >> 2) + (i & 1);
-        const float p = fast_exp2(s[mb][i] - base[c]);
-        row_sum[c] += p;
-        const int col = acc_col(i >> 2, i, lane);
-        const int key = p_key(16 * warp + (lane >> 2) + 8 * ((i >> 1) & 1));  // within block mb
-        const u32 bits = pack_f32x2<kMmaF16>(p, 0.f) & 0xffffu;
-        *reinterpret_cast<u16*>(p_smem + mb * kN * 128 + col * 128 + ((((key >> 3) ^ (col & 7))) << 4) +
-                                (key & 7) * 2) = (u16)bits;
-      }
-    }
 #pragma unroll
     for (int db = 0; db < kDBlocks; ++db)
 #pragma unroll
       for (int i = 0; i < kRegs; ++i) o[db][i] *= corr[2 * (i >> 2) + (i & 1)];
+    constexpr int kPerStore = kPMatrices < 4 ? kPMatrices : 4;
+    const u32 p_lane = p_addr + p_row_off((lane >> 3) % kPerStore, lane, warp);
+#pragma unroll
+    for (int m0 = 0; m0 < kPMatrices; m0 += kPerStore) {
+      u32 pair[kPerStore];  // matrix m0 + q: registers 2 (m0 + q) + {0, 1} of block mb
+#pragma unroll
+      for (int q = 0; q < kPerStore; ++q) {
+        const int mb = (m0 + q) / (kRegs / 2), i = 2 * ((m0 + q) % (kRegs / 2));
+        const int c = 2 * (i >> 2);
+        const float p0 = fast_exp2(s[mb][i] - base[c]), p1 = fast_exp2(s[mb][i + 1] - base[c + 1]);
+        row_sum[c] += p0;
+        row_sum[c + 1] += p1;
+        pair[q] = pack_f32x2<kMmaF16>(p0, p1);
+      }
+      stmatrix_trans(p_lane + 512 * m0, pair);
+    }
     fence_proxy_async();
     __syncthreads();
     trace.mark(kTraceP);
 
     // O^T += V^T P^T: head dims (out_dim) x query rows.
     if constexpr (kFp8Cache) {
-      // Key rows 16 ks + 4 (lane % 4) + {0..3}, the thread's kVBytes dims of each.
-      // Every fragment of the tile is built before the first wgmma (one fence).
+      // Key rows 16 ks + 2 (lane % 4) + {0, 1, 8, 9} (one swizzle), the thread's kVBytes
+      // dims of each. Every fragment of the tile is built before the first wgmma (one fence).
       u32 a[kTile / 16][kDBlocks][4];
       const int dim0 = fp8_v_dim0(lane, warp);
 #pragma unroll
       for (int ks = 0; ks < kTile / 16; ++ks) {
-        const int tok0 = 16 * ks + 4 * (lane & 3);
+        const int tok0 = 16 * ks + 2 * (lane & 3);
         const int off = (((dim0 >> 4) ^ fp8_v_chunk_swizzle<kRawChunks>(tok0)) << 4) + (dim0 & 15);
         u32 w[4][(kVBytes + 3) / 4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const unsigned char* const row = v_tile + (tok0 + i) * kRawRowBytes + off;
+          const unsigned char* const row = v_tile + (tok0 + (i & 1) + 8 * (i >> 1)) * kRawRowBytes + off;
           if constexpr (kVBytes == 2) {
             w[i][0] = *reinterpret_cast<const u16*>(row);
           } else {

@@ -51,6 +51,25 @@ __device__ __forceinline__ u64 wgmma_desc_sw128(u32 smem_byte_addr, u32 lbo_byte
   return d;
 }
 
+// stmatrix (sm_90): a warp stores 8x8 16-bit matrices; lane L gives the address of
+// row L % 8 of matrix L / 8, and register i holds the lane's accumulator-layout pair
+// (row lane / 4, columns 2 (lane % 4) + {0, 1}) of matrix i. .trans stores the
+// transpose: stored row j holds column j of the fragment, so an accumulator block of
+// (M rows x N columns) lands as N rows of 8 contiguous M values -- the K-major layout
+// of that block as the B operand of the next product.
+template <int kCount>  // 2 or 4 matrices
+__device__ __forceinline__ void stmatrix_trans(u32 addr, const u32 (&r)[kCount]) {
+  static_assert(kCount == 2 || kCount == 4, "stmatrix .x2 or .x4");
+  if constexpr (kCount == 4) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+  } else {
+    asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};" ::"r"(addr), "r"(r[0]), "r"(r[1])
+                 : "memory");
+  }
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int kPending>
