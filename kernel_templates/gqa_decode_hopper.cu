@@ -99,6 +99,11 @@ __device__ __forceinline__ u32 p_row_off(int m, int lane, int warp) {
   const int row = lane & 7;
   return (u32)(1024 * (m >> 1) + 128 * row + (((2 * warp + (m & 1)) ^ row) << 4));
 }
+// fp8 raw V tile: chunk swizzle per key row. A k-step's V^T fragments read 4-byte words
+// of key rows 2c + {0, 1, 8, 9} (c = lane % 4): spreading chunk bits 1-2 by key / 2 puts
+// the four lanes' rows on distinct banks, and all four rows of a lane share it. (The
+// portable kernel reads rows 4c + {0..3}: common/fp8.cuh's swizzle, by key / 4.)
+__device__ __forceinline__ int fp8_v_swizzle(int tok) { return (((tok >> 1) & 3) << 1) & (kRawChunks - 1); }
 // fp8: first of the kVBytes adjacent head dims thread (warp, lane / 4) owns in O^T.
 __device__ __forceinline__ int fp8_v_dim0(int lane, int warp) { return (8 * warp + (lane >> 2)) * kVBytes; }
 // Actual head dim of O^T accumulator register i of block db (see the fp8 maps above).
@@ -243,7 +248,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
           if constexpr (kFp8Cache) {  // raw rows, chunks swizzled for the fragment reads
             cp_async_16(k_dst + (u32)(tok * kRawRowBytes + ((chunk ^ fp8_k_chunk_swizzle<kRawChunks>(tok)) << 4)),
                         k_src, valid);
-            cp_async_16(v_dst + (u32)(tok * kRawRowBytes + ((chunk ^ fp8_v_chunk_swizzle<kRawChunks>(tok)) << 4)),
+            cp_async_16(v_dst + (u32)(tok * kRawRowBytes + ((chunk ^ fp8_v_swizzle(tok)) << 4)),
                         v_src, valid);
           } else {
             const u32 off = atom_off(tok, chunk, kTile);
@@ -453,7 +458,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
 #pragma unroll
       for (int ks = 0; ks < kTile / 16; ++ks) {
         const int tok0 = 16 * ks + 2 * (lane & 3);
-        const int off = (((dim0 >> 4) ^ fp8_v_chunk_swizzle<kRawChunks>(tok0)) << 4) + (dim0 & 15);
+        const int off = (((dim0 >> 4) ^ fp8_v_swizzle(tok0)) << 4) + (dim0 & 15);
         u32 w[4][(kVBytes + 3) / 4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {

@@ -37,12 +37,11 @@ __device__ __forceinline__ void e4m3_columns_to_f16x2x2(u32 a, u32 b, u32& col_j
 // Raw fp8 tiles ([key][head_dim] bytes, kChunks 16-byte chunks a row) swizzle
 // their chunks per key row. K fragments read 16 bytes of two adjacent key rows
 // per phase (flip chunk bit 2 on odd rows); V fragments read 4-byte words of key
-// rows 2 apart, one per lane % 4 (spread chunk bits 1-2 by key / 2; key rows k,
-// k + 1, k + 8, k + 9 of an even k share the swizzle).
+// rows 4 apart (spread chunk bits 1-2 by key / 4).
 template <int kChunks>
 __device__ __forceinline__ int fp8_k_chunk_swizzle(int tok) { return ((tok & 1) << 2) & (kChunks - 1); }
 template <int kChunks>
-__device__ __forceinline__ int fp8_v_chunk_swizzle(int tok) { return (((tok >> 1) & 3) << 1) & (kChunks - 1); }
+__device__ __forceinline__ int fp8_v_chunk_swizzle(int tok) { return (((tok >> 2) & 3) << 1) & (kChunks - 1); }
 
 // Fragment layouts of the fp8 path. In S = Q K^T, n-tile n's column c reads key
 // 16 (n/2) + 4 (c/2) + 2 (n%2) + c%2, so score accumulator (n, e) of quad column
