@@ -64,12 +64,13 @@ int default_kv_tile(const KernelSpec& s) {
   // MLA tiles come from each backend's geometry (docs/KERNEL_NOTES.md, MLA).
   if (s.kind == Kind::mla) return s.backend == Backend::hopper ? 64 : 32;
   // GQA hopper: one or two wgmma M blocks of keys per tile. An fp8 cache with one
-  // row block of <= 16 rows at D <= 128 on pages of >= 64 tokens takes 128 keys at 2
+  // row block of <= 32 rows at D <= 128 on pages of >= 64 tokens takes 128 keys at 2
   // CTAs/SM (H200, session 6 run 3: 64x4096 130.6 vs 134.1 us, 128x8192 510 vs 532,
   // 16x4096 38.2 vs 38.9, B=1 L=65536 39.3 vs 42.0, Hq 64 68.8 vs 73.5; B=1 L=8192 11.0
-  // vs 10.8 and 16-token pages 139 vs 135.5 stay at 64; docs/KERNEL_NOTES.md h10).
+  // vs 10.8 and 16-token pages 139 vs 135.5 stay at 64; docs/KERNEL_NOTES.md h10;
+  // session 7 run 2, speculative decoding q_len 8 x group 4: 166-169 vs 186-193, h12).
   if (s.backend == Backend::hopper)
-    return s.kv == DType::fp8 && s.group * s.q_len <= 16 && s.head_dim <= 128 && s.page_size >= 64 ? 128 : 64;
+    return s.kv == DType::fp8 && s.group * s.q_len <= 32 && s.head_dim <= 128 && s.page_size >= 64 ? 128 : 64;
   // An fp8 cache halves the bytes per key, so a short tile cannot hide the
   // per-tile work: for one row tile, 128 keys at D <= 128 measured 3-7 % faster
   // than 64, and 64 keys at D = 256 17 % faster than 32 (docs/PERF.md, run 8);

@@ -14,6 +14,7 @@
 #include "xqajit/error.hpp"
 
 using namespace xqajit;
+using xqajit::test::a100;
 using xqajit::test::fake;
 using xqajit::test::h100;
 using xqajit::test::rtx_sm120;
@@ -166,17 +167,44 @@ TEST_CASE("decode_spec and decode_plan derive the kernel and the split", "[decod
   CHECK(static_cast<long>(plan.num_splits) * plan.split_tokens <= 256 + 64 + 64);
 }
 
+TEST_CASE("programmatic dependent launch where it measured faster", "[decode]") {
+  DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
+  p.batch = 64;
+  p.max_pages_per_seq = 64;  // 4096 keys: one split
+  CHECK(decode_plan(p, h100()).num_splits == 1);
+  CHECK(decode_plan(p, h100()).programmatic_dependent_launch);  // 16-bit cache, q_len 1
+  p.kv = DType::fp8;
+  CHECK_FALSE(decode_plan(p, h100()).programmatic_dependent_launch);  // fp8, one split
+  p.kv = DType::bf16;
+  p.q_len = 8;
+  CHECK_FALSE(decode_plan(p, h100()).programmatic_dependent_launch);  // spec-dec, one split
+  p.q_len = 1;
+  p.kv = DType::fp8;
+  p.batch = 1;
+  p.max_pages_per_seq = 128;  // 8192 keys: split
+  REQUIRE(decode_plan(p, h100()).num_splits > 1);
+  CHECK(decode_plan(p, h100()).programmatic_dependent_launch);
+  p.programmatic_dependent_launch = false;  // the caller's flag is an upper bound
+  CHECK_FALSE(decode_plan(p, h100()).programmatic_dependent_launch);
+  p.programmatic_dependent_launch = true;
+  p.kv = DType::bf16;  // (sm_80 has no fp8)
+  CHECK(decode_plan(p, h100()).programmatic_dependent_launch);
+  CHECK_FALSE(decode_plan(p, a100()).programmatic_dependent_launch);  // no griddepcontrol before sm_90
+}
+
 TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
   DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
   // An fp8 cache on sm_90a: the hopper backend at any size and q_len; 128-key tiles for
-  // one row block of <= 16 rows on 64-token pages, 64 keys on 16-token pages or q_len 8.
+  // one row block of <= 32 rows on 64-token pages, 64 keys on 16-token pages or q_len 16.
   p.kv = DType::fp8;
   p.batch = 64;
   p.max_pages_per_seq = 64;  // 4096 keys
   DecodePlan plan = decode_plan(p, h100());
   CHECK(plan.spec.backend == Backend::hopper);
   CHECK(normalized(plan.spec).kv_tile == 128);
-  p.q_len = 8;
+  p.q_len = 8;  // 32 rows
+  CHECK(normalized(decode_plan(p, h100()).spec).kv_tile == 128);
+  p.q_len = 16;  // 64 rows
   CHECK(normalized(decode_plan(p, h100()).spec).kv_tile == 64);
   p.q_len = 1;
   p.page_size = 16;

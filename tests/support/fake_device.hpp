@@ -23,5 +23,6 @@ inline DeviceInfo fake_device(const char* name, int cc_major, int sm_count, int 
 }
 inline DeviceInfo h100() { return fake_device("fake H100", 9, 132, 232448); }
 inline DeviceInfo rtx_sm120() { return fake_device("fake sm_120", 12, 84, 101376); }
+inline DeviceInfo a100() { return fake_device("fake A100", 8, 108, 166912); }
 
 }  // namespace xqajit::test

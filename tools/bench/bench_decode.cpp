@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
         {64, 4096, 32, 8, 128, bf, f8, 16, 128}, {128, 8192, 32, 8, 128, bf, f8, 64, 128, 0, true},
         // speculative decoding: q_len 8 against q_len 1 of the same shape (issue #7: <= 1.1x with fp8)
         {64, 4096, 32, 8, 128, bf, f8, 64, 0, 0, false, 8}, {64, 4096, 32, 8, 128, bf, bf, 64, 0, 0, false, 8},
+        {64, 4096, 32, 8, 128, bf, f8, 64, 64, 0, false, 8},  // the t64 of sessions 4-6
     };
     if (quick) shapes.resize(4);
     // --sweep: the split count and tile at the shapes that miss a target (PDL on; us_nopdl off).
@@ -205,8 +206,9 @@ int main(int argc, char** argv) {
       XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
       const LoadedKernel& k = engine.kernel(plan.spec, 0);
       // One graph of kLaunches back-to-back launches; median per-launch us of 10 replays.
-      // With PDL each launch's CTAs become resident while the previous one drains (as
-      // behind a real upstream kernel); us_nopdl is the same graph with plain launches.
+      // us: as decode() plans it (PDL where the plan asks for it: each launch's CTAs become
+      // resident while the previous one drains, as behind a real upstream kernel);
+      // us_nopdl: the same graph with plain launches.
       auto time_launches = [&](bool pdl) {
         p.programmatic_dependent_launch = pdl;
         return graph_us_per_launch(stream.get(), kLaunches, [&](int i) {

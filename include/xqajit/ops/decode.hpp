@@ -84,7 +84,8 @@ struct DecodeParams {
   /// Programmatic dependent launch on sm_90+: this launch's CTAs may become
   /// resident while the previous kernel in the stream drains; the kernel waits
   /// (griddepcontrol.wait) before its first global read, so it sees every
-  /// upstream write. false: a plain stream-ordered launch.
+  /// upstream write. false: a plain stream-ordered launch. true: where the plan
+  /// measured it faster (DecodePlan::programmatic_dependent_launch).
   bool programmatic_dependent_launch = true;
 };
 
@@ -104,6 +105,11 @@ struct DecodePlan {
   unsigned smem_bytes = 0;
   std::size_t workspace_bytes = 0;
   ChoiceSource source = ChoiceSource::heuristic;  ///< where kv_tile / splits came from (tuning.hpp)
+  /// Whether the launch asks for programmatic dependent launch: the params' flag, on
+  /// sm_90+, where it measured faster -- split launches and 16-bit caches at q_len 1;
+  /// one-split grids of an fp8 cache or of speculative decoding launch plainly
+  /// (H200: 1-12 % faster so, docs/KERNEL_NOTES.md h13).
+  bool programmatic_dependent_launch = false;
 };
 DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device);
 
