@@ -172,12 +172,13 @@ TEST_CASE("programmatic dependent launch where it measured faster", "[decode]") 
   p.batch = 64;
   p.max_pages_per_seq = 64;  // 4096 keys: one split
   CHECK(decode_plan(p, h100()).num_splits == 1);
-  CHECK(decode_plan(p, h100()).programmatic_dependent_launch);  // 16-bit cache, q_len 1
+  CHECK(decode_plan(p, h100()).programmatic_dependent_launch);  // 16-bit cache
   p.kv = DType::fp8;
   CHECK_FALSE(decode_plan(p, h100()).programmatic_dependent_launch);  // fp8, one split
-  p.kv = DType::bf16;
   p.q_len = 8;
-  CHECK_FALSE(decode_plan(p, h100()).programmatic_dependent_launch);  // spec-dec, one split
+  CHECK_FALSE(decode_plan(p, h100()).programmatic_dependent_launch);  // fp8 spec-dec, one split
+  p.kv = DType::bf16;
+  CHECK(decode_plan(p, h100()).programmatic_dependent_launch);  // 16-bit spec-dec
   p.q_len = 1;
   p.kv = DType::fp8;
   p.batch = 1;

@@ -194,14 +194,13 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
   plan.grid[2] = static_cast<unsigned>(p.batch);
   plan.workspace_bytes = split_workspace_bytes(request.base_ctas, split.num_splits, geo.rows_per_cta, p.head_dim);
   // Programmatic dependent launch (the kernel's griddepcontrol exists for sm_90+ only)
-  // where bench_decode measured it faster than plain launches, same graph, same run (H200,
-  // docs/KERNEL_NOTES.md h13): split launches (B=1 L=8192 13.3 vs 13.6 us) and 16-bit
-  // caches at q_len 1 (within +-0.5 %). With one split, an fp8 cache ran 1-3.5 % slower
-  // with it (128x8192 508 vs 504 us, Hq 64 68.9 vs 66.4) and speculative decoding 2.5-12 %
-  // (fp8 q_len 8 177 vs 157): whatever the early CTAs of the next grid cost the running one,
-  // the launch latency they hide is worth less than that there.
+  // where bench_decode measured it no slower than plain launches, same graph, same run
+  // (H200, docs/KERNEL_NOTES.md h13): split launches (B=1 L=8192 13.3 vs 13.6 us) and
+  // 16-bit caches (within +-0.5 %). A one-split grid of an fp8 cache ran 1-3.5 % slower
+  // with it (128x8192 508 vs 504 us, Hq 64 68.9 vs 66.4): whatever the next grid's early
+  // CTAs cost the running one, the launch latency they hide is worth less there.
   plan.programmatic_dependent_launch = p.programmatic_dependent_launch && plan.spec.arch.number() >= 90 &&
-                                       (plan.num_splits > 1 || (p.kv != DType::fp8 && p.q_len == 1));
+                                       (plan.num_splits > 1 || p.kv != DType::fp8);
   return plan;
 }
 

@@ -106,9 +106,8 @@ struct DecodePlan {
   std::size_t workspace_bytes = 0;
   ChoiceSource source = ChoiceSource::heuristic;  ///< where kv_tile / splits came from (tuning.hpp)
   /// Whether the launch asks for programmatic dependent launch: the params' flag, on
-  /// sm_90+, where it measured faster -- split launches and 16-bit caches at q_len 1;
-  /// one-split grids of an fp8 cache or of speculative decoding launch plainly
-  /// (H200: 1-12 % faster so, docs/KERNEL_NOTES.md h13).
+  /// sm_90+, where it measured no slower -- split launches and 16-bit caches; one-split
+  /// grids of an fp8 cache launch plainly (H200: 1-3.5 % faster so, docs/KERNEL_NOTES.md h13).
   bool programmatic_dependent_launch = false;
 };
 DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device);
