@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
         });
       };
       // Each timed twice, alternating, the faster kept: some shapes (speculative decoding)
-      // ran up to 10 % slower ~100 ms into a row whatever their launches, so a second graph
+      // ran up to 10 % slower ~50 ms into a row whatever their launches, so a second graph
       // timed once would carry the drift (docs/KERNEL_NOTES.md h13).
       double runs[4];  // plain, as planned, plain, as planned
       for (int r = 0; r < 4; ++r) runs[r] = time_launches(r % 2 == 1);
