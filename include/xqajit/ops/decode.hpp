@@ -85,7 +85,7 @@ struct DecodeParams {
   /// resident while the previous kernel in the stream drains; the kernel waits
   /// (griddepcontrol.wait) before its first global read, so it sees every
   /// upstream write. false: a plain stream-ordered launch. true: where the plan
-  /// measured it faster (DecodePlan::programmatic_dependent_launch).
+  /// measured it no slower (DecodePlan::programmatic_dependent_launch).
   bool programmatic_dependent_launch = true;
 };
 
