@@ -86,6 +86,8 @@ __device__ __forceinline__ u32 atom_off(int row, int chunk, int rows) {
 }
 // Query row (wgmma column) of accumulator register 4j + e.
 __device__ __forceinline__ int acc_col(int j, int e, int lane) { return 8 * j + 2 * (lane & 3) + (e & 1); }
+// Which of the thread's kCols query rows accumulator register i holds (row_max, row_sum, ...).
+__device__ __forceinline__ constexpr int acc_slot(int i) { return 2 * (i >> 2) + (i & 1); }
 // P^T in shared memory, the K-major B operand of O^T ([64-key block][query row][128 B]),
 // written by stmatrix.trans from the S^T accumulator: its 8x8 blocks (8 keys x 8 query
 // rows) are matrices m = (key block mb, 8-row block j, key half hf), hf fastest, so
@@ -372,14 +374,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
       u32 draft_mask[kCols];
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {
-        window_lo[c] = kWindow ? draft_begin + column_token(c) - args.window + 1 : 0;
-        draft_mask[c] = kSpecDec ? s_draft_mask[column_token(c)] : ~0u;
+        const int t = column_token(c);
+        window_lo[c] = kWindow ? draft_begin + t - args.window + 1 : 0;
+        draft_mask[c] = kSpecDec ? s_draft_mask[t] : ~0u;
       }
 #pragma unroll
       for (int mb = 0; mb < kMBlocks; ++mb) {
 #pragma unroll
         for (int i = 0; i < kRegs; ++i) {
-          const int c = 2 * (i >> 2) + (i & 1);
+          const int c = acc_slot(i);
           const int key = tile_start + 64 * mb + 16 * warp + (lane >> 2) + 8 * ((i >> 1) & 1);
           bool visible = key < split_end;
           if (kWindow) visible = visible && key >= window_lo[c];
@@ -395,7 +398,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
 #pragma unroll
     for (int mb = 0; mb < kMBlocks; ++mb)
 #pragma unroll
-      for (int i = 0; i < kRegs; ++i) tmax[2 * (i >> 2) + (i & 1)] = fmaxf(tmax[2 * (i >> 2) + (i & 1)], s[mb][i]);
+      for (int i = 0; i < kRegs; ++i) tmax[acc_slot(i)] = fmaxf(tmax[acc_slot(i)], s[mb][i]);
     // Over the 8 key rows of the warp, then over the 4 warps.
     reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });
     store_warp_columns(tmax, xchg, warp, lane);
@@ -428,7 +431,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
 #pragma unroll
     for (int db = 0; db < kDBlocks; ++db)
 #pragma unroll
-      for (int i = 0; i < kRegs; ++i) o[db][i] *= corr[2 * (i >> 2) + (i & 1)];
+      for (int i = 0; i < kRegs; ++i) o[db][i] *= corr[acc_slot(i)];
     constexpr int kPerStore = kPMatrices < 4 ? kPMatrices : 4;
     const u32 p_lane = p_addr + p_row_off((lane >> 3) % kPerStore, lane, warp);
 #pragma unroll
@@ -437,7 +440,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
 #pragma unroll
       for (int q = 0; q < kPerStore; ++q) {
         const int mb = (m0 + q) / (kRegs / 2), i = 2 * ((m0 + q) % (kRegs / 2));
-        const int c = 2 * (i >> 2);
+        const int c = acc_slot(i);  // i even: registers i, i + 1 hold slots c, c + 1
         const float p0 = fast_exp2(s[mb][i] - base[c]), p1 = fast_exp2(s[mb][i + 1] - base[c + 1]);
         row_sum[c] += p0;
         row_sum[c + 1] += p1;

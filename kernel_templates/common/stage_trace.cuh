@@ -1,10 +1,10 @@
 #pragma once
 // Per-stage time markers of a kernel's dependent chain. The kernels ship with
 // the no-op StageTrace below: every call inlines to nothing.
-// tools/bench/make_trace_variant.sh drops tools/bench/stage_trace_on.cuh into a
-// copy of the templates (common/), whose StageTrace sums clock64() per stage and
-// prints the sums of a few CTAs once per process: where one CTA's time goes
-// (docs/KERNEL_NOTES.md), without a profiler.
+// tools/bench/make_breakdown_variants.sh (its tpl_diag_trace) drops
+// tools/bench/stage_trace_on.cuh into a copy of the templates (common/), whose
+// StageTrace sums clock64() per stage and prints the sums of a few CTAs once per
+// process: where one CTA's time goes (docs/KERNEL_NOTES.md), without a profiler.
 
 namespace xqajit {
 

@@ -1,7 +1,7 @@
 // Included inside namespace xqajit (no guard or namespace of its own).
 // The active StageTrace, included by kernel_templates/common/stage_trace.cuh
 // where a copy of the templates holds this file as common/stage_trace_on.cuh
-// (tools/bench/make_trace_variant.sh). Thread 0
+// (tools/bench/make_breakdown_variants.sh, tpl_diag_trace). Thread 0
 // of each CTA sums clock64() cycles per stage; on the 41st launch of the process
 // (counted in CTAs: warm, and graph replays are launches too) the CTAs of KV
 // head 0 with split < 2 at batch 0 and at batch B/2 print one line each:
