@@ -21,6 +21,7 @@
 #include "common/pdl.cuh"
 #include "common/split_merge.cuh"
 #include "common/types.cuh"
+#include "gqa/kv_source.cuh"
 #include "gqa/spec_flags.cuh"
 #include "xqajit/decode_args.h"
 
@@ -96,9 +97,12 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   unsigned char* const kv_region = smem;
   unsigned char* const q_smem = smem + kGeo.union_bytes;
 
-  // ---- programmatic dependent launch: nothing above reads global memory -------
-  // (an upstream kernel may still be writing q, the caches, the table, seq_lens,
-  // scales or this workspace); from here on every read sees its writes.
+  // ---- programmatic dependent launch: before the wait only L2 hints touch global
+  // memory (an upstream kernel may still be writing q, the caches, the table,
+  // seq_lens, scales or this workspace; gqa/kv_source.cuh); from the wait on every
+  // read sees its writes.
+  const PagedKvRows kv_rows = gqa_kv_rows(args, b, h);
+  gqa_prefetch_split_start<kThreads>(args, kv_rows, b, split);
   pdl_wait();
   pdl_launch_dependents();
 
@@ -112,18 +116,10 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   if constexpr (decltype(q_rows)::kEarly) load_q();
 
   // ---- which keys this CTA reads --------------------------------------------
-  const int max_len = args.max_pages_per_seq * kPageSize;
-  const int seq_len = clamped_seq_len(args.seq_lens, b, max_len);
+  const int seq_len = clamped_seq_len(args.seq_lens, b, kv_rows.max_len);
   const int draft_begin = seq_len - kQLen;  // the last q_len keys fall under the spec-dec mask
-  int lo = 0;
-  if constexpr (kWindow) {
-    // The earliest query (token 0) sees keys from draft_begin - window + 1 on.
-    lo = draft_begin - args.window + 1;
-    lo = lo < 0 ? 0 : lo / kTile * kTile;
-  }
-  const int split_begin = lo + split * args.split_tokens;
-  int split_end = split_begin + args.split_tokens;
-  split_end = split_end < seq_len ? split_end : seq_len;
+  const SplitKeys keys = gqa_split_keys(args, seq_len, split);
+  const int split_begin = keys.begin, split_end = keys.end;
   const int num_tiles = split_tile_count<kTile>(split_begin, split_end);
 
   // ---- scales (device pointers win: graph replays may change them) ----------
@@ -139,12 +135,6 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   const float out_scale = kv_scale * rcp_out;
 
   // ---- K/V tile loads: one 16-byte cp.async per chunk, zero-filled past the end
-  const PagedKvRows kv_rows{static_cast<const unsigned char*>(args.k_cache),
-                            static_cast<const unsigned char*>(args.v_cache),
-                            args.block_table + (long long)b * args.block_table_stride,
-                            max_len,
-                            args.k_stride_page, args.k_stride_token, (long long)h * args.k_stride_head,
-                            args.v_stride_page, args.v_stride_token, (long long)h * args.v_stride_head};
   using Pages = TilePages<kPageSize, kTile, kCacheRowBytes / 16, kThreads>;
   auto lookup = [&](int tile) {
     return lookup_tile_pages<kPageSize, kTile, kCacheRowBytes / 16, kThreads>(kv_rows, split_begin + tile * kTile);

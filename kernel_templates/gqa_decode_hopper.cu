@@ -46,6 +46,7 @@
 #include "common/types.cuh"
 #include "common/wgmma.cuh"
 #include "gqa/hopper_geometry.h"
+#include "gqa/kv_source.cuh"
 #include "gqa/spec_flags.cuh"
 #include "xqajit/decode_args.h"
 
@@ -181,7 +182,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
   const int b = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
-  // ---- programmatic dependent launch: nothing above reads global memory -------
+  // ---- programmatic dependent launch: before the wait only L2 hints touch global
+  // memory (an upstream kernel may still be writing q, the caches, the table,
+  // seq_lens, scales or this workspace; gqa/kv_source.cuh) ---------------------
+  const PagedKvRows kv_rows = gqa_kv_rows(args, b, h);
+  gqa_prefetch_split_start<kThreads>(args, kv_rows, b, split);
   pdl_wait();
   pdl_launch_dependents();
   StageTrace trace;  // no-op unless a trace variant (common/stage_trace.cuh)
@@ -204,17 +209,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
   if constexpr (decltype(q_rows)::kEarly) load_q();
 
   // ---- which keys this CTA reads (as the portable kernel) ---------------------
-  const int max_len = args.max_pages_per_seq * kPageSize;
-  const int seq_len = clamped_seq_len(args.seq_lens, b, max_len);
+  const int seq_len = clamped_seq_len(args.seq_lens, b, kv_rows.max_len);
   const int draft_begin = seq_len - kQLen;
-  int lo = 0;
-  if constexpr (kWindow) {
-    lo = draft_begin - args.window + 1;
-    lo = lo < 0 ? 0 : lo / kTile * kTile;
-  }
-  const int split_begin = lo + split * args.split_tokens;
-  int split_end = split_begin + args.split_tokens;
-  split_end = split_end < seq_len ? split_end : seq_len;
+  const SplitKeys keys = gqa_split_keys(args, seq_len, split);
+  const int split_begin = keys.begin, split_end = keys.end;
   const int num_tiles = split_tile_count<kTile>(split_begin, split_end);
 
   // ---- scales (device pointers win: graph replays may change them) ----------
@@ -230,12 +228,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
   // ---- K/V tile loads ----------------------------------------------------------
   // 16-bit cache: straight into the wgmma layout. fp8: raw [key][D] bytes, chunks swizzled
   // for the register fragment reads (no conversion pass).
-  const PagedKvRows kv_rows{static_cast<const unsigned char*>(args.k_cache),
-                            static_cast<const unsigned char*>(args.v_cache),
-                            args.block_table + (long long)b * args.block_table_stride,
-                            max_len,
-                            args.k_stride_page, args.k_stride_token, (long long)h * args.k_stride_head,
-                            args.v_stride_page, args.v_stride_token, (long long)h * args.v_stride_head};
   constexpr int kRawRowBytes = kHeadDim * kCacheBytes;
   using Pages = TilePages<kPageSize, kTile, kRawRowBytes / 16, kThreads>;
   auto lookup = [&](int tile) {

@@ -193,6 +193,35 @@ TEST_CASE("programmatic dependent launch where it measured faster", "[decode]") 
   CHECK_FALSE(decode_plan(p, a100()).programmatic_dependent_launch);  // no griddepcontrol before sm_90
 }
 
+TEST_CASE("L2 warm-up before the wait where the next grid cannot fit beside this one", "[decode]") {
+  DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64, num_pages 100
+  p.batch = 1;
+  p.max_pages_per_seq = 1024;  // 65536 keys: 32 splits x 8 heads, the slots all but full
+  DecodePlan plan = decode_plan(p, h100());
+  REQUIRE(plan.num_splits > 1);
+  CHECK(plan.l2_warmup);
+  p.num_pages = 0;  // an unknown pool bounds no hint
+  CHECK_FALSE(decode_plan(p, h100()).l2_warmup);
+  p.num_pages = 100;
+  p.programmatic_dependent_launch = false;  // nothing to wait on
+  CHECK_FALSE(decode_plan(p, h100()).l2_warmup);
+  p.programmatic_dependent_launch = true;
+  p.max_pages_per_seq = 128;  // 8192 keys: 16 splits x 8 heads, one CTA per SM; the next grid fits beside
+  plan = decode_plan(p, h100());
+  REQUIRE(plan.num_splits > 1);
+  CHECK_FALSE(plan.l2_warmup);
+  p.kv = DType::fp8;  // 8192 keys, fp8: two CTAs per SM on the hopper backend
+  CHECK(decode_plan(p, h100()).l2_warmup);
+  p.kv = DType::bf16;
+  p.batch = 64;
+  p.max_pages_per_seq = 64;  // 4096 keys: one split, no merge tail
+  REQUIRE(decode_plan(p, h100()).num_splits == 1);
+  CHECK_FALSE(decode_plan(p, h100()).l2_warmup);
+  p.batch = 1;
+  p.max_pages_per_seq = 1024;
+  CHECK_FALSE(decode_plan(p, a100()).l2_warmup);  // no griddepcontrol before sm_90
+}
+
 TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
   DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
   // An fp8 cache on sm_90a: the hopper backend at any size and q_len; 128-key tiles for

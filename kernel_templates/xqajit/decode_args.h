@@ -38,7 +38,8 @@ struct XqajitDecodeArgs {
   int num_splits;           // CTAs per (request, KV head, row block) along the sequence
   int split_tokens;         // keys per split, a multiple of KV_TILE_TOKENS
   int mask_words;           // ceil(q_len / 32)
-  int pad_;
+  int prefetch_pages;       // pages in each cache where the plan warms L2 before
+                            // griddepcontrol.wait (DecodePlan::l2_warmup), else 0
 };
 
 // How a spec maps onto a CTA. Rows of a CTA are (query token, head) pairs of

@@ -14,6 +14,10 @@ constexpr int kShortSplitTiles = 8;  // below this, one CTA per SM beats filling
 
 }  // namespace
 
+int resident_ctas_per_sm(const DeviceInfo& device, int smem_bytes, int threads) {
+  return std::max(1, std::min(device.max_smem_per_block_optin / (smem_bytes + 1024), 2048 / std::max(1, threads)));
+}
+
 SplitPlan plan_splits(const char* op, const SplitRequest& r, const DeviceInfo& device) {
   const int tile = r.kv_tile;
   int splits = r.requested;
@@ -23,8 +27,7 @@ SplitPlan plan_splits(const char* op, const SplitRequest& r, const DeviceInfo& d
   if (splits == 0) {
     // Memory-bound: fill the resident CTA slots once, no more (merging is not free
     // and a partial second wave costs a whole tile of latency).
-    const int per_sm = std::max(1, std::min(device.max_smem_per_block_optin / (r.smem_bytes + 1024),
-                                            2048 / std::max(1, r.threads)));
+    const int per_sm = resident_ctas_per_sm(device, r.smem_bytes, r.threads);
     const std::int64_t sms = std::max(1, device.sm_count);
     const std::int64_t base = std::max<std::int64_t>(1, r.base_ctas);
     const std::int64_t max_splits =

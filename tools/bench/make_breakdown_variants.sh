@@ -44,12 +44,13 @@ open(path, "w").write(text)
 PY
 }
 after_pdl=$'  pdl_launch_dependents();\n'
-split_end=$'  split_end = split_end < seq_len ? split_end : seq_len;\n'
+split_keys=$'  const int split_begin = keys.begin, split_end = keys.end;\n'
+empty_split=$'  const int split_begin = keys.begin, split_end = keys.begin;\n'
 merge=$'  if (!multi) return trace.finish(num_tiles);\n'
 variant diag_launch "${after_pdl}=>${after_pdl}  if (args.batch > 0) return;"$'\n'
-variant diag_noloop "${split_end}=>${split_end}  split_end = split_begin;"$'\n'
+variant diag_noloop "${split_keys}=>${empty_split}"
 variant diag_nomerge "${merge}=>  return;"$'\n'
-variant diag_noloop_nomerge "${split_end}=>${split_end}  split_end = split_begin;"$'\n' "${merge}=>  return;"$'\n'
+variant diag_noloop_nomerge "${split_keys}=>${empty_split}" "${merge}=>  return;"$'\n'
 rm -rf "$dest/tpl_diag_trace"
 cp -r "$src" "$dest/tpl_diag_trace"
 cp "$(dirname "$0")/stage_trace_on.cuh" "$dest/tpl_diag_trace/common/stage_trace_on.cuh"

@@ -47,7 +47,7 @@ struct DecodeParams {
   int num_kv_heads = 0;        ///< must divide num_q_heads
   int head_dim = 128;          ///< 64, 128, 256
   int page_size = 64;          ///< tokens per page: 16, 32, 64, 128
-  int num_pages = 0;           ///< pages in each cache (for stride checks; 0 = unknown)
+  int num_pages = 0;           ///< pages in each cache (stride checks; bounds the L2 warm-up of PDL launches; 0 = unknown: none)
   int max_pages_per_seq = 0;   ///< block_table columns used; seq_lens are clamped to this * page_size
   std::int64_t block_table_stride = 0;  ///< 0 = max_pages_per_seq
 
@@ -109,6 +109,11 @@ struct DecodePlan {
   /// sm_90+, where it measured no slower -- split launches and 16-bit caches; one-split
   /// grids of an fp8 cache launch plainly (H200: 1-3.5 % faster so, docs/KERNEL_NOTES.md h13).
   bool programmatic_dependent_launch = false;
+  /// Whether the kernel warms L2 with its split's first keys before griddepcontrol.wait
+  /// (needs num_pages): PDL split launches too big for the next grid to fit beside them,
+  /// whose CTAs then arrive as this one's leave, during its merge tail
+  /// (docs/KERNEL_NOTES.md h15).
+  bool l2_warmup = false;
 };
 DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device);
 

@@ -40,6 +40,10 @@ struct SplitPlan {
   int split_tokens = 0;  ///< keys per split, a multiple of kv_tile
 };
 
+/// CTAs of `threads` threads and `smem_bytes` of shared memory one SM holds at once
+/// (shared memory and threads only: registers are unknown before the compile).
+int resident_ctas_per_sm(const DeviceInfo& device, int smem_bytes, int threads);
+
 /// Most splits a merging CTA can stage: split_merge keeps (max, sum) of every
 /// split and row, plus the row totals, in `merge_bytes` of shared memory.
 int merge_split_cap(int merge_bytes, int rows_per_cta);

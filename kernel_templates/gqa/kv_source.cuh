@@ -1,0 +1,60 @@
+#pragma once
+// Where a CTA of either GQA backend reads its keys: the paged rows of its
+// (request, KV head), the keys of its split, and the L2 warm-up of the split's
+// first keys before pdl_wait() (common/l2_prefetch.cuh).
+
+#include "common/l2_prefetch.cuh"
+#include "common/paged_kv.cuh"
+#include "gqa/spec_flags.cuh"
+#include "xqajit/decode_args.h"
+
+namespace xqajit {
+namespace gqa_flags {
+
+// Keys a CTA asks L2 for before pdl_wait(): 32 KB of K and V rows (one bf16 tile of
+// 64 keys, one fp8 tile of 128). H200 (KERNEL_NOTES h15): 32 KB beat 64 and 128 KB
+// at every small-batch shape; more is evicted before the CTA reads it.
+constexpr int kPrefetchKeys = 32 * 1024 / (2 * kHeadDim * kCacheBytes);
+
+// Pointers and strides only (launch arguments): usable before pdl_wait().
+__device__ __forceinline__ PagedKvRows gqa_kv_rows(const XqajitDecodeArgs& args, int b, int h) {
+  return PagedKvRows{static_cast<const unsigned char*>(args.k_cache),
+                     static_cast<const unsigned char*>(args.v_cache),
+                     args.block_table + (long long)b * args.block_table_stride,
+                     args.max_pages_per_seq * kPageSize,
+                     args.k_stride_page, args.k_stride_token, (long long)h * args.k_stride_head,
+                     args.v_stride_page, args.v_stride_token, (long long)h * args.v_stride_head};
+}
+
+// The keys [begin, end) of split `split` of a request of `seq_len` keys. With a
+// window they start at the tile of the first key the earliest query (token 0) sees.
+struct SplitKeys {
+  int begin, end;
+};
+__device__ __forceinline__ SplitKeys gqa_split_keys(const XqajitDecodeArgs& args, int seq_len, int split) {
+  int lo = 0;
+  if constexpr (kWindow) {
+    lo = seq_len - kQLen - args.window + 1;
+    lo = lo < 0 ? 0 : lo / kTile * kTile;
+  }
+  const int begin = lo + split * args.split_tokens;
+  const int end = begin + args.split_tokens;
+  return SplitKeys{begin, end < seq_len ? end : seq_len};
+}
+
+// Before pdl_wait(): L2 hints for the first kPrefetchKeys keys of this CTA's split,
+// from the length and table as they stand. args.prefetch_pages is 0 unless the
+// plan warms L2 (DecodePlan::l2_warmup: PDL split launches, num_pages given).
+template <int kThreads>
+__device__ __forceinline__ void gqa_prefetch_split_start(const XqajitDecodeArgs& args, const PagedKvRows& kv,
+                                                         int b, int split) {
+  if (kPrefetchKeys == 0 || args.prefetch_pages <= 0) return;
+  int seq_len = racy_load(args.seq_lens + b);
+  seq_len = seq_len < 0 ? 0 : (seq_len > kv.max_len ? kv.max_len : seq_len);
+  const SplitKeys keys = gqa_split_keys(args, seq_len, split);
+  prefetch_split_start<kPageSize, kCacheBytes, kHeadDim * kCacheBytes, kThreads, kPrefetchKeys>(
+      kv, keys.begin, keys.end, args.prefetch_pages);
+}
+
+}  // namespace gqa_flags
+}  // namespace xqajit
