@@ -205,27 +205,33 @@ std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
   return {Backend::portable, Backend::hopper};
 }
 
-Backend planned_backend(const KernelSpec& spec) {
+Backend planned_backend(const KernelSpec& spec, bool split_launch) {
   if (spec.backend != Backend::automatic) return spec.backend;
-  // GQA on sm_90a, the measured rule (H200, same-run A/B, docs/KERNEL_NOTES.md h3-h7).
+  // GQA on sm_90a, the measured rule (H200, same-run A/B, docs/KERNEL_NOTES.md h3-h7, h15).
   // An fp8 cache: hopper (session 5 run 5: 64x4096 129.9 vs 130.8 us for portable's
   // t128, 16x4096 38.6 vs 39.9, D=256 70.2 vs 74.0, B=1 L=8192 11.9 vs 12.4, page 16
   // 130 vs 136.5, speculative decoding q_len 8 200 vs 215 (run 4: 205-207 vs 209-219);
   // portable is 1-4 % ahead at 128x8192 (497 vs 507), Hq 64 and B=1 L=65536 -- margins
   // the tuner, whose table overrides this per bucket, resolves better than a rule).
-  // 16-bit caches: portable. The two are equal within 1 % in bulk; hopper is 1-2 %
-  // ahead where a few requests are split (B=1 L=65536 66.8 vs 67.8 us) and behind at
-  // D=256 (147.9 vs 129.7) and spec-dec (261 vs 251). Hopper needs tiles of >= 64 keys.
-  const bool gqa_hopper = spec.kind == Kind::gqa && has_hopper(spec.arch) && spec.kv == DType::fp8 &&
-                          (spec.kv_tile == 0 || spec.kv_tile >= 64);
-  return gqa_hopper ? Backend::hopper : default_backend(spec.kind, spec.arch);
+  // 16-bit caches, head_dim 128, one query token: hopper where the launch splits the
+  // sequence (session 8 run 3: B=1 L=8192 13.3 vs 13.7 us, L=65536 66.4 vs 67.3, 16x4096
+  // 65.6 vs 66.4; sessions 6-7 alike), portable for one-split grids (equal within 0.5 %:
+  // 128x8192 955 vs 958), at D=256 (147.5 vs 130.7) and for spec-dec (equal or behind).
+  // Hopper needs tiles of >= 64 keys.
+  const bool hopper_arch = spec.kind == Kind::gqa && has_hopper(spec.arch) && (spec.kv_tile == 0 || spec.kv_tile >= 64);
+  const bool fp8 = spec.kv == DType::fp8;
+  const bool split_16bit = split_launch && !fp8 && spec.head_dim == 128 && spec.q_len == 1;
+  return hopper_arch && (fp8 || split_16bit) ? Backend::hopper : default_backend(spec.kind, spec.arch);
 }
 
 std::vector<Backend> launch_backends(const KernelSpec& spec) {
   if (spec.backend != Backend::automatic) return {spec.backend};
-  const Backend resolved = default_backend(spec.kind, spec.arch), planned = planned_backend(spec);
-  if (planned == resolved) return {resolved};
-  return {resolved, planned};
+  std::vector<Backend> out{default_backend(spec.kind, spec.arch)};
+  for (const bool split : {false, true}) {
+    const Backend planned = planned_backend(spec, split);
+    if (std::find(out.begin(), out.end(), planned) == out.end()) out.push_back(planned);
+  }
+  return out;
 }
 
 std::vector<KernelSpec> launch_variants(const std::vector<KernelSpec>& specs) {

@@ -244,10 +244,20 @@ TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
   p.max_pages_per_seq = 64;
   p.batch = 1;
   CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
-  // A 16-bit cache: portable (ties in bulk; the tuner may pick hopper per bucket).
+  // A 16-bit cache: hopper where the launch splits the sequence (B=1, 4096 keys), portable
+  // for one-split grids (ties in bulk; the tuner may pick hopper per bucket), at D=256 and
+  // for speculative decoding.
   p.kv = DType::bf16;
+  REQUIRE(decode_plan(p, h100()).num_splits > 1);
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
+  p.head_dim = 256;
   CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
+  p.head_dim = 128;
+  p.q_len = 4;
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
+  p.q_len = 1;
   p.batch = 64;
+  REQUIRE(decode_plan(p, h100()).num_splits == 1);
   CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
   p.batch = 1;
   // Speculative decoding: hopper for an fp8 cache, portable for a 16-bit one.

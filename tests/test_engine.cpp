@@ -41,7 +41,7 @@ struct Fixture {
 };
 
 KernelSpec spec_with_group(int group) {
-  return spec_from_fields({{"arch", "sm_90a"}, {"group", std::to_string(group)}});
+  return spec_from_fields({{"arch", "sm_90a"}, {"group", std::to_string(group)}, {"backend", "portable"}});
 }
 
 }  // namespace

@@ -50,7 +50,7 @@ TEST_CASE("two processes, two disk caches, one Redis: miss, publish, remote hit,
 
   // prewarm --remote-cache fills it (worker processes pass the flag on).
   const auto prewarm =
-      run_cli_line(fleet.env(), fleet.host(2) + " prewarm --jobs 2 --json arch=sm_90a group=1,2,4");
+      run_cli_line(fleet.env(), fleet.host(2) + " prewarm --jobs 2 --json arch=sm_90a backend=portable group=1,2,4");
   const auto pw = json_of(prewarm);
   CHECK(pw["compiled"] == 2);
   CHECK(pw["cached"] == 1);  // group=4, from the remote

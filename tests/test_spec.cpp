@@ -196,6 +196,11 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
   CHECK(planned_backend(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"q_len", "2"}})) == Backend::hopper);
   CHECK(planned_backend(gqa({{"input", "bf16"}, {"q_len", "2"}})) == Backend::portable);
   CHECK(planned_backend(gqa({{"head_dim", "128"}})) == Backend::portable);
+  // A 16-bit cache: hopper where the launch splits the sequence, at head_dim 128 and q_len 1.
+  CHECK(planned_backend(gqa({{"head_dim", "128"}}), /*split_launch=*/true) == Backend::hopper);
+  CHECK(planned_backend(gqa({{"head_dim", "256"}}), true) == Backend::portable);
+  CHECK(planned_backend(gqa({{"input", "bf16"}, {"q_len", "2"}}), true) == Backend::portable);
+  CHECK(planned_backend(gqa({{"head_dim", "128"}, {"arch", "sm_90"}}), true) == Backend::portable);
   CHECK(planned_backend(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"backend", "portable"}})) == Backend::portable);
   CHECK(planned_backend(mla("sm_90a", "auto")) == Backend::hopper);
   CHECK(planned_backend(mla("sm_90", "auto")) == Backend::portable);
@@ -203,7 +208,8 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
         std::vector<Backend>{Backend::portable, Backend::hopper});
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"head_dim", "256"}})) ==
         std::vector<Backend>{Backend::portable, Backend::hopper});
-  CHECK(launch_backends(gqa({{"head_dim", "128"}})) == std::vector<Backend>{Backend::portable});
+  CHECK(launch_backends(gqa({{"head_dim", "128"}})) == std::vector<Backend>{Backend::portable, Backend::hopper});
+  CHECK(launch_backends(gqa({{"head_dim", "256"}})) == std::vector<Backend>{Backend::portable});
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"q_len", "4"}})) ==
         std::vector<Backend>{Backend::portable, Backend::hopper});
   CHECK(launch_backends(gqa({{"input", "bf16"}, {"q_len", "4"}})) == std::vector<Backend>{Backend::portable});

@@ -61,13 +61,14 @@ Backend parse_backend(const std::string& text);
 /// The backends `kind` has on `arch`, best first (never empty for a valid arch).
 std::vector<Backend> backends_for(Kind kind, const Arch& arch);
 /// The backend a launch of `spec` runs when no tuning table overrides it: its own
-/// when set; for backend=auto the launch plan's measured rule (GQA on sm_90a:
-/// hopper for an fp8 cache, else what the spec resolves to). Allocates
-/// nothing (decode_plan calls it per launch).
-Backend planned_backend(const KernelSpec& spec);
+/// when set; for backend=auto the launch plan's measured rule (GQA on sm_90a: hopper
+/// for an fp8 cache, and for a 16-bit cache at head_dim 128 and q_len 1 when the
+/// launch splits the sequence (`split_launch`); else what the spec resolves to).
+/// Allocates nothing (decode_plan calls it per launch).
+Backend planned_backend(const KernelSpec& spec, bool split_launch = false);
 /// The backends a launch of `spec` may run: its own when set; for backend=auto, the
-/// one the spec resolves to and, where it differs, planned_backend's. Prewarming an
-/// auto spec compiles all of them, so no launch compiles.
+/// one the spec resolves to and whatever planned_backend picks, split or not.
+/// Prewarming an auto spec compiles all of them, so no launch compiles.
 std::vector<Backend> launch_backends(const KernelSpec& spec);
 /// `specs` with each backend=auto spec that may run more than one backend replaced
 /// by one spec per launch backend (explicit backends), order kept: the kernels a

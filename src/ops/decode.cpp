@@ -155,7 +155,12 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
   }
   // --- end tuning ---
   // backend=auto: the measured rule (planned_backend, spec.cpp), unless tuned above.
-  if (p.backend == Backend::automatic) p.backend = planned_backend(decode_spec(p, arch));
+  if (p.backend == Backend::automatic) {
+    const KernelSpec auto_spec = decode_spec(p, arch);
+    p.backend = planned_backend(auto_spec);
+    const Backend if_split = planned_backend(auto_spec, /*split_launch=*/true);
+    if (if_split != p.backend && decode_plan(p, device).num_splits > 1) p.backend = if_split;
+  }
   plan.spec = normalized(decode_spec(p, arch));
   const int tile = plan.spec.kv_tile;
   const bool hopper = plan.spec.backend == Backend::hopper;
