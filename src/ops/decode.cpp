@@ -159,7 +159,14 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
     const KernelSpec auto_spec = decode_spec(p, arch);
     p.backend = planned_backend(auto_spec);
     const Backend if_split = planned_backend(auto_spec, /*split_launch=*/true);
-    if (if_split != p.backend && decode_plan(p, device).num_splits > 1) p.backend = if_split;
+    if (if_split != p.backend) {  // the rule depends on whether this backend's plan splits
+      DecodePlan unsplit = decode_plan(p, device);
+      if (unsplit.num_splits <= 1) {
+        unsplit.source = plan.source;
+        return unsplit;  // already the plan: no second pass over the same backend
+      }
+      p.backend = if_split;
+    }
   }
   plan.spec = normalized(decode_spec(p, arch));
   const int tile = plan.spec.kv_tile;
