@@ -160,10 +160,10 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
     p.backend = planned_backend(auto_spec);
     const Backend if_split = planned_backend(auto_spec, /*split_launch=*/true);
     if (if_split != p.backend) {  // the rule depends on whether this backend's plan splits
-      DecodePlan unsplit = decode_plan(p, device);
-      if (unsplit.num_splits <= 1) {
-        unsplit.source = plan.source;
-        return unsplit;  // already the plan: no second pass over the same backend
+      DecodePlan probe = decode_plan(p, device);
+      if (probe.num_splits <= 1) {
+        probe.source = plan.source;
+        return probe;  // already the plan: no second pass over the same backend
       }
       p.backend = if_split;
     }
