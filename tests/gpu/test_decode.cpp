@@ -160,6 +160,26 @@ std::vector<DecodeCase> feature_cases() {
     c.kv_scale = 0.25f;
     out.push_back(c);
   }
+  for (int i = 0; i < 6; ++i) {  // speculative decoding over fp8 at 20-32 query rows (the hopper backend's
+    DecodeCase c = base;          // two-warpgroup CTAs at 128-key tiles), randomized
+    c.kv = DType::fp8;
+    c.input = rng()() % 2 ? DType::bf16 : DType::fp16;
+    c.output = rng()() % 3 == 0 ? DType::fp8 : c.input;
+    c.group = rng()() % 2 ? 4 : 8;
+    c.q_len = c.group == 4 ? 5 + static_cast<int>(rng()() % 4) : 3 + static_cast<int>(rng()() % 2);
+    c.page_size = 16 << (rng()() % 4);
+    c.layout = rng()() % 2 ? KvLayout::hnd : KvLayout::nhd;
+    c.window = rng()() % 3 == 0 ? 64 + static_cast<int>(rng()() % 400) : 0;
+    c.num_splits = rng()() % 2 ? 0 : 2 + static_cast<int>(rng()() % 4);
+    c.sinks = rng()() % 4 == 0;
+    c.scale_ptrs = rng()() % 2 == 0;
+    c.q_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;
+    c.kv_scale = 0.1f + static_cast<float>(rng()() % 50) / 100.f;
+    c.seq_lens = random_lens(1 + static_cast<int>(rng()() % 4), 2500, i % 2 == 0);
+    for (int& len : c.seq_lens)
+      if (len > 0 && len < c.q_len) len = c.q_len;  // a request holds at least its draft tokens
+    out.push_back(c);
+  }
   for (DType kv : {DType::bf16, DType::fp8}) {  // a peaked softmax: later tiles raise the running
     DecodeCase c = base;                        // max far past any rescale slack (score std ~14 in log2 units)
     c.kv = kv;
