@@ -138,36 +138,11 @@ KernelSpec decode_spec(const DecodeParams& p, const Arch& arch) {
   return s;
 }
 
-DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
+namespace {
+
+// The plan of one backend (p.backend is hopper or portable): geometry, split, launch options.
+DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInfo& device) {
   DecodePlan plan;
-  const Arch arch = device.best_arch();
-  // --- tuning (#8): knobs the caller left automatic come from the tuning table ---
-  DecodeParams p = params;  // a plain struct copy: no allocation
-  if (p.kv_tile == 0 && p.num_splits == 0 && p.backend == Backend::automatic) {
-    const TunedLookup tuned = tuned_choice(device, decode_spec(p, arch), p.batch,
-                                           static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size);
-    if (tuned.source != ChoiceSource::heuristic) {
-      p.kv_tile = tuned.choice.kv_tile;
-      p.num_splits = tuned.choice.num_splits;
-      p.backend = tuned.choice.backend;
-      plan.source = tuned.source;
-    }
-  }
-  // --- end tuning ---
-  // backend=auto: the measured rule (planned_backend, spec.cpp), unless tuned above.
-  if (p.backend == Backend::automatic) {
-    const KernelSpec auto_spec = decode_spec(p, arch);
-    p.backend = planned_backend(auto_spec);
-    const Backend if_split = planned_backend(auto_spec, /*split_launch=*/true);
-    if (if_split != p.backend) {  // the rule depends on whether this backend's plan splits
-      DecodePlan probe = decode_plan(p, device);
-      if (probe.num_splits <= 1) {
-        probe.source = plan.source;
-        return probe;  // already the plan: no second pass over the same backend
-      }
-      p.backend = if_split;
-    }
-  }
   plan.spec = normalized(decode_spec(p, arch));
   const int tile = plan.spec.kv_tile;
   const bool hopper = plan.spec.backend == Backend::hopper;
@@ -224,6 +199,43 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
       static_cast<std::int64_t>(device.sm_count) * resident_ctas_per_sm(device, geo.smem_bytes, geo.threads);
   plan.l2_warmup = plan.programmatic_dependent_launch && plan.num_splits > 1 && p.num_pages > 0 &&
                    slots - ctas < ctas;
+  return plan;
+}
+
+}  // namespace
+
+DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
+  const Arch arch = device.best_arch();
+  ChoiceSource source = ChoiceSource::heuristic;
+  // --- tuning (#8): knobs the caller left automatic come from the tuning table ---
+  DecodeParams p = params;  // a plain struct copy: no allocation
+  if (p.kv_tile == 0 && p.num_splits == 0 && p.backend == Backend::automatic) {
+    const TunedLookup tuned = tuned_choice(device, decode_spec(p, arch), p.batch,
+                                           static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size);
+    if (tuned.source != ChoiceSource::heuristic) {
+      p.kv_tile = tuned.choice.kv_tile;
+      p.num_splits = tuned.choice.num_splits;
+      p.backend = tuned.choice.backend;
+      source = tuned.source;
+    }
+  }
+  // --- end tuning ---
+  // backend=auto: the measured rule (planned_backend, spec.cpp), unless tuned above.
+  if (p.backend == Backend::automatic) {
+    const KernelSpec auto_spec = decode_spec(p, arch);
+    p.backend = planned_backend(auto_spec);
+    const Backend if_split = planned_backend(auto_spec, /*split_launch=*/true);
+    if (if_split != p.backend) {  // the rule depends on whether this backend's plan splits
+      DecodePlan probe = plan_backend(p, arch, device);
+      if (probe.num_splits <= 1) {
+        probe.source = source;
+        return probe;
+      }
+      p.backend = if_split;
+    }
+  }
+  DecodePlan plan = plan_backend(p, arch, device);
+  plan.source = source;
   return plan;
 }
 
