@@ -161,7 +161,7 @@ std::vector<DecodeCase> feature_cases() {
     out.push_back(c);
   }
   for (int i = 0; i < 6; ++i) {  // speculative decoding over fp8 at 20-32 query rows (the hopper backend's
-    DecodeCase c = base;          // two-warpgroup CTAs at 128-key tiles), randomized
+    DecodeCase c = base;          // 32-column CTAs at 128-key tiles), randomized
     c.kv = DType::fp8;
     c.input = rng()() % 2 ? DType::bf16 : DType::fp16;
     c.output = rng()() % 3 == 0 ? DType::fp8 : c.input;
