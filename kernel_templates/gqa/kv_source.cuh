@@ -15,6 +15,7 @@ namespace gqa_flags {
 // 64 keys, one fp8 tile of 128). H200 (KERNEL_NOTES h15): 32 KB beat 64 and 128 KB
 // at every small-batch shape; more is evicted before the CTA reads it.
 constexpr int kPrefetchKeys = 32 * 1024 / (2 * kHeadDim * kCacheBytes);
+static_assert(kPrefetchKeys > 0, "32 KB holds a K and V row at every head dim");
 
 // Pointers and strides only (launch arguments): usable before pdl_wait().
 __device__ __forceinline__ PagedKvRows gqa_kv_rows(const XqajitDecodeArgs& args, int b, int h) {
@@ -48,7 +49,7 @@ __device__ __forceinline__ SplitKeys gqa_split_keys(const XqajitDecodeArgs& args
 template <int kThreads>
 __device__ __forceinline__ void gqa_prefetch_split_start(const XqajitDecodeArgs& args, const PagedKvRows& kv,
                                                          int b, int split) {
-  if (kPrefetchKeys == 0 || args.prefetch_pages <= 0) return;
+  if (args.prefetch_pages <= 0) return;
   int seq_len = racy_load(args.seq_lens + b);
   seq_len = seq_len < 0 ? 0 : (seq_len > kv.max_len ? kv.max_len : seq_len);
   const SplitKeys keys = gqa_split_keys(args, seq_len, split);
