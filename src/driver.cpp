@@ -225,12 +225,19 @@ void Driver::launch(const LoadedKernel& kernel, const LaunchConfig& config, Stre
   cfg.blockDimZ = config.block[2];
   cfg.sharedMemBytes = config.dynamic_smem;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  CUlaunchAttribute attr = {};
+  CUlaunchAttribute attrs[2] = {};
+  cfg.attrs = attrs;
   if (config.programmatic_dependent_launch) {
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    CUlaunchAttribute& a = attrs[cfg.numAttrs++];
+    a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    a.value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (config.cluster[0] * config.cluster[1] * config.cluster[2] > 1) {
+    CUlaunchAttribute& a = attrs[cfg.numAttrs++];
+    a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    a.value.clusterDim.x = config.cluster[0];
+    a.value.clusterDim.y = config.cluster[1];
+    a.value.clusterDim.z = config.cluster[2];
   }
   ScopedContext scope(api, static_cast<CUcontext>(kernel.context));
   XQAJIT_CU_CHECK(api, cuLaunchKernelEx(&cfg, static_cast<CUfunction>(kernel.function), params, nullptr));

@@ -222,6 +222,45 @@ TEST_CASE("L2 warm-up before the wait where the next grid cannot fit beside this
   CHECK_FALSE(decode_plan(p, a100()).l2_warmup);  // no griddepcontrol before sm_90
 }
 
+TEST_CASE("adjacent KV heads of an fp8 NHD cache launch as 2-CTA clusters", "[decode]") {
+  DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
+  p.kv = DType::fp8;
+  p.batch = 64;
+  p.max_pages_per_seq = 64;  // 4096 keys: one split of 32 tiles
+  DecodePlan plan = decode_plan(p, h100());
+  REQUIRE(plan.spec.backend == Backend::hopper);
+  REQUIRE(plan.spec.kv_tile == 128);
+  CHECK(plan.kv_head_cluster == 2);
+  CHECK(plan.grid[1] % 2 == 0);
+  p.kv_layout = KvLayout::hnd;  // a head's page is contiguous: no pair of rows to read together
+  CHECK(decode_plan(p, h100()).kv_head_cluster == 1);
+  p.kv_layout = KvLayout::nhd;
+  p.k_stride_head = 256;  // heads' rows not adjacent
+  p.k_stride_token = 8 * 256;
+  CHECK(decode_plan(p, h100()).kv_head_cluster == 1);
+  p.k_stride_head = p.k_stride_token = 0;
+  p.num_q_heads = 28;  // Hkv 7: heads cannot pair
+  p.num_kv_heads = 7;
+  CHECK(decode_plan(p, h100()).kv_head_cluster == 1);
+  p.num_q_heads = 32;
+  p.num_kv_heads = 8;
+  p.kv_tile = 64;  // 4 CTAs per SM: measured slower with clusters
+  CHECK(decode_plan(p, h100()).kv_head_cluster == 1);
+  p.kv_tile = 0;
+  p.kv = DType::bf16;  // 256-byte rows
+  CHECK(decode_plan(p, h100()).kv_head_cluster == 1);
+  p.kv = DType::fp8;
+  p.batch = 1;
+  p.max_pages_per_seq = 128;  // B=1 L=8192: 32 splits of 2 tiles
+  plan = decode_plan(p, h100());
+  REQUIRE(plan.num_splits > 1);
+  CHECK(plan.kv_head_cluster == 1);
+  p.max_pages_per_seq = 1024;  // B=1 L=65536: 32 splits of 16 tiles
+  CHECK(decode_plan(p, h100()).kv_head_cluster == 2);
+  p.backend = Backend::portable;
+  CHECK(decode_plan(p, h100()).kv_head_cluster == 1);
+}
+
 TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
   DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
   // An fp8 cache on sm_90a: the hopper backend at any size and q_len; 128-key tiles for

@@ -51,6 +51,8 @@ struct LaunchConfig {
   unsigned block[3] = {1, 1, 1};
   unsigned dynamic_smem = 0;
   bool programmatic_dependent_launch = false;
+  /// Thread-block cluster dims (sm_90+; each must divide the grid's); {1, 1, 1}: no cluster.
+  unsigned cluster[3] = {1, 1, 1};
 };
 
 /// Loads libcuda (once; thread-safe). Throws LibraryError naming the library and

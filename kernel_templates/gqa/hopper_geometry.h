@@ -53,7 +53,7 @@ constexpr XqajitDecodeGeometry xqajit_gqa_hopper_geometry(int head_dim, int grou
   // carries a 16-bit tile's bytes and takes its rule: 2 CTAs x 3 stages, where the
   // shared memory would give 3 x 2 (64x4096 167 -> 131 us, 128x8192 541 -> 515; h8).
   // 2 to 4 stages.
-  const int ctas_per_sm = cache_bytes == 1 && kv_tile == 64 ? 4 : 2;
+  const int ctas_per_sm = cache_bytes == 1 && kv_tile == 64 && head_dim <= 128 ? 4 : 2;
   int stages = (budget / ctas_per_sm - fixed) / g.stage_bytes;
   stages = xqajit_max_(2, xqajit_min_(4, stages));
   g.union_bytes = xqajit_max_(stages * g.stage_bytes, merge_bytes);

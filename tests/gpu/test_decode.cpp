@@ -275,6 +275,47 @@ TEST_CASE("decode matches the float64 reference across the family", "[gpu][decod
   std::fprintf(stderr, "decode cases: %d, failed: %d\n", stats().cases, stats().failures);
 }
 
+TEST_CASE("adjacent KV heads launched as 2-CTA clusters match the reference", "[gpu][decode]") {
+  // The plan's kv_head_cluster rule (fp8 cache, head_dim 128, 128-key tiles, NHD rows of
+  // adjacent heads contiguous, an even Hkv, splits of >= 4 tiles), randomized around it.
+  std::vector<DecodeCase> cases;
+  for (int i = 0; i < 8; ++i) {
+    DecodeCase c;
+    c.kv = DType::fp8;
+    c.input = rng()() % 2 ? DType::bf16 : DType::fp16;
+    c.output = rng()() % 4 == 0 ? DType::fp8 : c.input;
+    c.rcp_out_scale = 2.f;
+    c.group = 1 << (rng()() % 4);
+    c.num_kv_heads = 2 * (1 + static_cast<int>(rng()() % 4));
+    c.page_size = rng()() % 2 ? 64 : 128;
+    c.q_len = i == 7 ? 4 : 1;  // speculative decoding: 4 x group columns
+    if (c.q_len > 1) c.group = 4;
+    c.window = rng()() % 4 == 0 ? 1800 + static_cast<int>(rng()() % 1000) : 0;  // covers >= 4 tiles a split
+    c.num_splits = 1 + static_cast<int>(rng()() % 3);  // automatic would split B=1 into 2-tile splits
+    c.sinks = rng()() % 3 == 0;
+    c.scale_ptrs = rng()() % 2 == 0;
+    c.q_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;
+    c.kv_scale = 0.1f + static_cast<float>(rng()() % 50) / 100.f;
+    c.seq_lens = random_lens(1 + static_cast<int>(rng()() % 5), 4000, i % 2 == 0);
+    c.seq_lens[0] = 2048 + static_cast<int>(rng()() % 2000);  // splits of >= 4 tiles
+    for (int& len : c.seq_lens)
+      if (len > 0 && len < c.q_len) len = c.q_len;
+    c.extra_pages = i % 2;
+    cases.push_back(c);
+  }
+  prewarm(cases);
+  CudaStream stream;
+  int clustered = 0;
+  for (const DecodeCase& c : cases) {
+    DecodeProblem pr(c, rng(), device());
+    clustered += decode_plan(pr.dev, device()).kv_head_cluster == 2;
+    run_and_check(pr, stream.get());
+  }
+  std::fprintf(stderr, "cluster cases: %zu, launched as clusters: %d\n", cases.size(), clustered);
+  const bool hopper_plans = device().best_arch().number() == 90 && cases[0].backend != Backend::portable;
+  if (hopper_plans) CHECK(clustered == static_cast<int>(cases.size()));
+}
+
 TEST_CASE("split-KV counters reset themselves across launches", "[gpu][decode]") {
   DecodeCase c;
   c.kv = DType::fp8;

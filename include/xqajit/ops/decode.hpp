@@ -114,6 +114,11 @@ struct DecodePlan {
   /// whose CTAs then arrive as this one's leave, during its merge tail
   /// (docs/KERNEL_NOTES.md h15).
   bool l2_warmup = false;
+  /// CTAs of adjacent KV heads launched as one thread-block cluster (grid.y): 2, or 1 for
+  /// none. Where a head's row is half of a DRAM burst's 256 bytes (an fp8 cache at head_dim
+  /// 128, NHD pages), two CTAs started together read both halves together (hopper backend,
+  /// 128-key tiles; docs/KERNEL_NOTES.md h21).
+  int kv_head_cluster = 1;
 };
 DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device);
 
