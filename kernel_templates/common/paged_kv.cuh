@@ -92,11 +92,14 @@ __device__ __forceinline__ TilePages<kPageSize, kTile, kChunks, kThreads> lookup
 // Walks the 16-byte chunks of one tile of kTile keys starting at `tile_start`
 // (a multiple of kTile), spread over kThreads threads, and calls
 // issue(tok, chunk, k_src, v_src, valid) for each; the caller owns the
-// shared-memory layout. Keys at or past `end` are invalid: their sources point
-// at the cache base (a zero-fill copy reads nothing there) -- a select, not a
-// branch: written as `valid ? row : base` the compiler made the table loads a
-// branch on seq_len (H200: fp8 t128 64x4096 145 -> 163 us). `pages` are the
-// tile's lookups (lookup_tile_pages), issued a tile earlier where it spans pages.
+// shared-memory layout. Keys at or past `end` are invalid (zero-filled: the copy
+// reads nothing). Every source stays inside the cache: a page that starts past
+// `end` -- its table entry unused, possibly garbage -- is read as page 0, a
+// select on the page index, not a branch (written as a branch the compiler made
+// the table loads wait on seq_len: H200 fp8 t128 64x4096 145 -> 163 us).
+// `pages` are the tile's lookups (lookup_tile_pages), issued a tile earlier where
+// it spans pages. Addresses: one 64-bit page base per page, plus this thread's
+// offset in the page (tile-invariant) and a multiple of kTokStep rows per slot.
 template <int kPageSize, int kCacheBytes, int kTile, int kChunks, int kThreads, typename Issue>
 __device__ __forceinline__ void for_each_tile_chunk(const PagedKvRows& kv,
                                                     const TilePages<kPageSize, kTile, kChunks, kThreads>& pages,
@@ -104,38 +107,42 @@ __device__ __forceinline__ void for_each_tile_chunk(const PagedKvRows& kv,
   using Pages = TilePages<kPageSize, kTile, kChunks, kThreads>;
   const int tid = threadIdx.x;
   const long long k_tok_bytes = kv.k_stride_token * kCacheBytes, v_tok_bytes = kv.v_stride_token * kCacheBytes;
-  auto row = [&](const unsigned char* base, long long page, int pos, long long stride_page, long long stride_token,
-                 long long head) {
-    return base + (page * stride_page + (long long)(pos % kPageSize) * stride_token + head) * kCacheBytes;
+  auto page_base = [&](const unsigned char* base, long long page, long long stride_page, long long head) {
+    return base + (page * stride_page + head) * kCacheBytes;
   };
+  const int tok0 = tid / kChunks, chunk = tid % kChunks;  // slot j: token tok0 + j * kTokStep
   if constexpr (!Pages::kAhead) {  // one page holds the tile: one lookup, at issue
-    const long long page = page_of<kPageSize>(kv.table_row, tile_start, kv.max_len);
-    const unsigned char* const k_row0 = row(kv.k_base, page, tile_start, kv.k_stride_page, kv.k_stride_token, kv.k_head);
-    const unsigned char* const v_row0 = row(kv.v_base, page, tile_start, kv.v_stride_page, kv.v_stride_token, kv.v_head);
+    const int looked_up = page_of<kPageSize>(kv.table_row, tile_start, kv.max_len);  // unconditional
+    const int first = tile_start < end ? looked_up : 0;
+    const int row0 = tile_start % kPageSize;
+    const unsigned char* const k_row = page_base(kv.k_base, first, kv.k_stride_page, kv.k_head) +
+                                       (long long)(row0 + tok0) * k_tok_bytes + chunk * 16;
+    const unsigned char* const v_row = page_base(kv.v_base, first, kv.v_stride_page, kv.v_head) +
+                                       (long long)(row0 + tok0) * v_tok_bytes + chunk * 16;
 #pragma unroll 4
-    for (int i = tid; i < kTile * kChunks; i += kThreads) {
-      const int tok = i / kChunks, chunk = i % kChunks;
-      const bool valid = tile_start + tok < end;
-      const unsigned char* k_src = k_row0 + tok * k_tok_bytes + chunk * 16;
-      const unsigned char* v_src = v_row0 + tok * v_tok_bytes + chunk * 16;
-      if (!valid) k_src = kv.k_base, v_src = kv.v_base;
-      issue(tok, chunk, k_src, v_src, valid);
+    for (int j = 0; j < Pages::kSlots; ++j) {
+      if (Pages::kSlots * kThreads != kTile * kChunks && tid + j * kThreads >= kTile * kChunks) break;
+      const int tok = tok0 + j * Pages::kTokStep;
+      issue(tok, chunk, k_row + j * Pages::kTokStep * k_tok_bytes, v_row + j * Pages::kTokStep * v_tok_bytes,
+            tile_start + tok < end);
     }
   } else {
 #pragma unroll
     for (int l = 0; l < Pages::kLookups; ++l) {
-      const long long page = pages.page[l];
+      const int j0 = l * Pages::kSlotsPerPage;  // the page's first slot
+      const int pos0 = tile_start + tok0 + j0 * Pages::kTokStep;
+      const int page = pos0 - pos0 % kPageSize < end ? pages.page[l] : 0;
+      const long long in_page = (long long)(pos0 % kPageSize);
+      const unsigned char* const k_row = page_base(kv.k_base, page, kv.k_stride_page, kv.k_head) +
+                                         in_page * k_tok_bytes + chunk * 16;
+      const unsigned char* const v_row = page_base(kv.v_base, page, kv.v_stride_page, kv.v_head) +
+                                         in_page * v_tok_bytes + chunk * 16;
 #pragma unroll 4
-      for (int j = l * Pages::kSlotsPerPage; j < (l + 1) * Pages::kSlotsPerPage && j < Pages::kSlots; ++j) {
-        const int i = tid + j * kThreads;  // slot j
-        if (Pages::kSlots * kThreads != kTile * kChunks && i >= kTile * kChunks) break;
-        const int tok = i / kChunks, chunk = i % kChunks;
-        const int pos = tile_start + tok;
-        const bool valid = pos < end;
-        const unsigned char* k_src = row(kv.k_base, page, pos, kv.k_stride_page, kv.k_stride_token, kv.k_head) + chunk * 16;
-        const unsigned char* v_src = row(kv.v_base, page, pos, kv.v_stride_page, kv.v_stride_token, kv.v_head) + chunk * 16;
-        if (!valid) k_src = kv.k_base, v_src = kv.v_base;
-        issue(tok, chunk, k_src, v_src, valid);
+      for (int j = j0; j < j0 + Pages::kSlotsPerPage && j < Pages::kSlots; ++j) {
+        if (Pages::kSlots * kThreads != kTile * kChunks && tid + j * kThreads >= kTile * kChunks) break;
+        const int tok = tok0 + j * Pages::kTokStep;
+        issue(tok, chunk, k_row + (j - j0) * Pages::kTokStep * k_tok_bytes,
+              v_row + (j - j0) * Pages::kTokStep * v_tok_bytes, tile_start + tok < end);
       }
     }
   }
