@@ -284,10 +284,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
         if (need_mask) {
           const int half = e >> 1;
           const int key = tile_start + warp_tok0 + score_key(n, e, quad_col);
-          bool visible = key < split_end;
-          if (kWindow) visible = visible && key >= window_lo[half];
-          if (kSpecDec && visible && key >= draft_begin) visible = visible && ((mask_bits[half] >> (key - draft_begin)) & 1u);
-          x = visible ? x : -kInf;
+          x = key_visible(key, split_end, window_lo[half], draft_begin, mask_bits[half]) ? x : -kInf;
         }
         s[n][e] = x;
       }

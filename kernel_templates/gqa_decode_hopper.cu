@@ -376,11 +376,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
         for (int i = 0; i < kRegs; ++i) {
           const int c = acc_slot(i);
           const int key = tile_start + 64 * mb + 16 * warp + (lane >> 2) + 8 * ((i >> 1) & 1);
-          bool visible = key < split_end;
-          if (kWindow) visible = visible && key >= window_lo[c];
-          if (kSpecDec && visible && key >= draft_begin)
-            visible = ((draft_mask[c] >> (key - draft_begin)) & 1u) != 0;
-          s[mb][i] = visible ? s[mb][i] : -kInf;
+          s[mb][i] = key_visible(key, split_end, window_lo[c], draft_begin, draft_mask[c]) ? s[mb][i] : -kInf;
         }
       }
     }

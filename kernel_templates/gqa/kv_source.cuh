@@ -43,6 +43,22 @@ __device__ __forceinline__ SplitKeys gqa_split_keys(const XqajitDecodeArgs& args
   return SplitKeys{begin, end < seq_len ? end : seq_len};
 }
 
+// Whether a query row sees key `key` of a tile that needs the per-key test: inside
+// the split, inside the row's window (from window_lo), and -- for a draft key, at
+// or past draft_begin -- set in the row's draft mask. Branch-free: bitwise terms, the
+// draft bit read with the shift clamped (a key past the split is invisible anyway),
+// so a masked tile costs a few ALU ops per score, not a branch each (q_len 8: one of
+// every 32 tiles at L=4096, KERNEL_NOTES h23).
+__device__ __forceinline__ bool key_visible(int key, int split_end, int window_lo, int draft_begin, u32 draft_mask) {
+  bool visible = key < split_end;
+  if constexpr (kWindow) visible = visible & (key >= window_lo);
+  if constexpr (kSpecDec) {
+    const int rel = key - draft_begin;
+    visible = visible & ((rel < 0) | (((draft_mask >> (rel & 31)) & 1u) != 0));
+  }
+  return visible;
+}
+
 // Before pdl_wait(): L2 hints for the first kPrefetchKeys keys of this CTA's split,
 // from the length and table as they stand. args.prefetch_pages is 0 unless the
 // plan warms L2 (DecodePlan::l2_warmup: PDL split launches, num_pages given).
