@@ -220,9 +220,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
   const float kv_scale = kFp8Cache ? (args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale) : 1.f;
   const float rcp_out = kFp8Out ? (args.rcp_out_scale_ptr ? *args.rcp_out_scale_ptr : args.rcp_out_scale)
                                 : 1.f;
+  // A bf16 Q meets an fp8 cache as fp16 (kMmaF16), so it is converted anyway: the
+  // conversion also folds in both scales and S^T needs no multiply per score (q_len 8:
+  // 32 FMULs a tile per thread; KERNEL_NOTES h24). An fp16 Q stays exact.
+  constexpr bool kPrescaleQ = kFp8Cache && !kFp16;
   const float q_softmax = q_scale * rsqrtf((float)kHeadDim) * kLog2e;
-  const bool prescale_q = kFp8Cache && !kFp16;
-  const float qk_scale_log2 = (prescale_q ? 1.f : q_softmax) * kv_scale;
+  const float qk_scale_log2 = q_softmax * kv_scale;  // log2 units per raw Q.K
   const float out_scale = kv_scale * rcp_out;
 
   // ---- K/V tile loads ----------------------------------------------------------
@@ -255,7 +258,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
 
   // ---- Q rows -> shared memory, the B operand of S^T (zeros for padding rows)
   if constexpr (!decltype(q_rows)::kEarly) load_q();
-  q_rows.store(prescale_q, q_softmax, [&](int r, int chunk, const U32x4& v) {
+  q_rows.store(kPrescaleQ, qk_scale_log2, [&](int r, int chunk, const U32x4& v) {
     *reinterpret_cast<U32x4*>(q_smem + atom_off(r, chunk, kN)) = v;
   });
 
@@ -351,16 +354,18 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
     for (int mb = 0; mb < kMBlocks; ++mb) wgmma_pin(s[mb]);
     trace.mark(kTraceSMma);
 
-    // Scale into log2 units, mask (-inf by select: a masked key's K may be NaN),
-    // and the tile max of each query row over the thread's keys.
+    // Scale into log2 units (unless Q came prescaled), mask (-inf by select: a masked
+    // key's K may be NaN), and the tile max of each query row over the thread's keys.
     const int tile_start = split_begin + it * kTile;
     const bool need_mask = tile_start + kTile > split_end ||
                            (kWindow && tile_start < seq_len - args.window) ||
                            (kSpecDec && tile_start + kTile > draft_begin);
+    if constexpr (!kPrescaleQ) {
 #pragma unroll
-    for (int mb = 0; mb < kMBlocks; ++mb)
+      for (int mb = 0; mb < kMBlocks; ++mb)
 #pragma unroll
-      for (int i = 0; i < kRegs; ++i) s[mb][i] *= qk_scale_log2;
+        for (int i = 0; i < kRegs; ++i) s[mb][i] *= qk_scale_log2;
+    }
     if (need_mask) {
       int window_lo[kCols];
       u32 draft_mask[kCols];
