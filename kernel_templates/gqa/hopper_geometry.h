@@ -51,7 +51,8 @@ constexpr XqajitDecodeGeometry xqajit_gqa_hopper_geometry(int head_dim, int grou
   // (H200, same-run A/B, docs/KERNEL_NOTES.md h3: fp8 at 4 CTAs/SM x 3 stages
   // 162 -> 132 us at 64x4096; bf16 at 2 stages 239 -> 305 us). A 128-key fp8 tile
   // carries a 16-bit tile's bytes and takes its rule: 2 CTAs x 3 stages, where the
-  // shared memory would give 3 x 2 (64x4096 167 -> 131 us, 128x8192 541 -> 515; h8).
+  // shared memory would give 3 x 2 (64x4096 167 -> 131 us, 128x8192 541 -> 515; h8),
+  // and so does a 64-key tile at head_dim 256 (D=256 B=32 68.6 -> 66.9 us; h21).
   // 2 to 4 stages.
   const int ctas_per_sm = cache_bytes == 1 && kv_tile == 64 && head_dim <= 128 ? 4 : 2;
   int stages = (budget / ctas_per_sm - fixed) / g.stage_bytes;

@@ -200,12 +200,13 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   plan.l2_warmup = plan.programmatic_dependent_launch && plan.num_splits > 1 && p.num_pages > 0 &&
                    slots - ctas < ctas;
   // Adjacent KV heads as 2-CTA clusters (H200, KERNEL_NOTES h21): an fp8 head row of 128
-  // bytes at a 1 KB token stride is half of what one DRAM burst brings; CTAs of heads 2i
-  // and 2i + 1 started together read both halves close together: 64x4096 129.5 -> 128.2,
+  // bytes sits beside its neighbour's at a 1 KB token stride, and NHD fp8 read 1-2 % slower
+  // than HND; CTAs of heads 2i and 2i + 1 started together read each 256-byte pair close
+  // together in time and take half of that back: 64x4096 129.5 -> 128.2,
   // 128x8192 506 -> 499, B=16 37.6 -> 37.1, B=1 L=65536 38.3 -> 37.8 us. Not where the
   // halves are not adjacent (HND: +0.3-0.5 %), for splits of under 4 tiles (B=1 L=8192,
   // 2 tiles: +0.1-0.2 us), for 64-key tiles (4 CTAs per SM, page 16: +0.6 %), nor for
-  // clusters of 4 or 8 heads (+16-25 %: a cluster waits for room in one GPC).
+  // clusters of 4 or 8 heads (+16-45 %: a cluster waits for room in one GPC).
   const Strides s = resolved_strides(p);
   plan.kv_head_cluster = hopper && p.kv == DType::fp8 && p.head_dim == 128 && tile == 128 &&
                                  geo.row_blocks == 1 && p.num_kv_heads % 2 == 0 && s.k_h == p.head_dim &&

@@ -115,9 +115,10 @@ struct DecodePlan {
   /// (docs/KERNEL_NOTES.md h15).
   bool l2_warmup = false;
   /// CTAs of adjacent KV heads launched as one thread-block cluster (grid.y): 2, or 1 for
-  /// none. Where a head's row is half of a DRAM burst's 256 bytes (an fp8 cache at head_dim
-  /// 128, NHD pages), two CTAs started together read both halves together (hopper backend,
-  /// 128-key tiles; docs/KERNEL_NOTES.md h21).
+  /// none. Where two heads' 128-byte rows sit side by side (an fp8 cache at head_dim 128,
+  /// NHD pages), two CTAs started together read each 256-byte pair close together in time,
+  /// which the memory system serves faster (hopper backend, 128-key tiles; measured in
+  /// docs/KERNEL_NOTES.md h21).
   int kv_head_cluster = 1;
 };
 DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device);
