@@ -111,39 +111,32 @@ __device__ __forceinline__ void for_each_tile_chunk(const PagedKvRows& kv,
     return base + (page * stride_page + head) * kCacheBytes;
   };
   const int tok0 = tid / kChunks, chunk = tid % kChunks;  // slot j: token tok0 + j * kTokStep
-  if constexpr (!Pages::kAhead) {  // one page holds the tile: one lookup, at issue
-    const int looked_up = page_of<kPageSize>(kv.table_row, tile_start, kv.max_len);  // unconditional
-    const int first = tile_start < end ? looked_up : 0;
-    const int row0 = tile_start % kPageSize;
-    const unsigned char* const k_row = page_base(kv.k_base, first, kv.k_stride_page, kv.k_head) +
-                                       (long long)(row0 + tok0) * k_tok_bytes + chunk * 16;
-    const unsigned char* const v_row = page_base(kv.v_base, first, kv.v_stride_page, kv.v_head) +
-                                       (long long)(row0 + tok0) * v_tok_bytes + chunk * 16;
+  // Slots [j0, j1) of one page (`page` already in the pool; slot j0 at row `row` of it),
+  // from one 64-bit base each for K and V.
+  auto walk_page = [&](int page, int row, int j0, int j1) {
+    const long long in_page = (long long)row;
+    const unsigned char* const k_row = page_base(kv.k_base, page, kv.k_stride_page, kv.k_head) +
+                                       in_page * k_tok_bytes + chunk * 16;
+    const unsigned char* const v_row = page_base(kv.v_base, page, kv.v_stride_page, kv.v_head) +
+                                       in_page * v_tok_bytes + chunk * 16;
 #pragma unroll 4
-    for (int j = 0; j < Pages::kSlots; ++j) {
+    for (int j = j0; j < j1; ++j) {
       if (Pages::kSlots * kThreads != kTile * kChunks && tid + j * kThreads >= kTile * kChunks) break;
       const int tok = tok0 + j * Pages::kTokStep;
-      issue(tok, chunk, k_row + j * Pages::kTokStep * k_tok_bytes, v_row + j * Pages::kTokStep * v_tok_bytes,
-            tile_start + tok < end);
+      issue(tok, chunk, k_row + (j - j0) * Pages::kTokStep * k_tok_bytes,
+            v_row + (j - j0) * Pages::kTokStep * v_tok_bytes, tile_start + tok < end);
     }
+  };
+  if constexpr (!Pages::kAhead) {  // one page holds the tile: one lookup, at issue
+    const int looked_up = page_of<kPageSize>(kv.table_row, tile_start, kv.max_len);  // unconditional
+    walk_page(tile_start < end ? looked_up : 0, tile_start % kPageSize + tok0, 0, Pages::kSlots);
   } else {
 #pragma unroll
     for (int l = 0; l < Pages::kLookups; ++l) {
       const int j0 = l * Pages::kSlotsPerPage;  // the page's first slot
       const int pos0 = tile_start + tok0 + j0 * Pages::kTokStep;
-      const int page = pos0 - pos0 % kPageSize < end ? pages.page[l] : 0;
-      const long long in_page = (long long)(pos0 % kPageSize);
-      const unsigned char* const k_row = page_base(kv.k_base, page, kv.k_stride_page, kv.k_head) +
-                                         in_page * k_tok_bytes + chunk * 16;
-      const unsigned char* const v_row = page_base(kv.v_base, page, kv.v_stride_page, kv.v_head) +
-                                         in_page * v_tok_bytes + chunk * 16;
-#pragma unroll 4
-      for (int j = j0; j < j0 + Pages::kSlotsPerPage && j < Pages::kSlots; ++j) {
-        if (Pages::kSlots * kThreads != kTile * kChunks && tid + j * kThreads >= kTile * kChunks) break;
-        const int tok = tok0 + j * Pages::kTokStep;
-        issue(tok, chunk, k_row + (j - j0) * Pages::kTokStep * k_tok_bytes,
-              v_row + (j - j0) * Pages::kTokStep * v_tok_bytes, tile_start + tok < end);
-      }
+      const int j1 = j0 + Pages::kSlotsPerPage < Pages::kSlots ? j0 + Pages::kSlotsPerPage : Pages::kSlots;
+      walk_page(pos0 - pos0 % kPageSize < end ? pages.page[l] : 0, pos0 % kPageSize, j0, j1);
     }
   }
 }
