@@ -207,10 +207,13 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   // halves are not adjacent (HND: +0.3-0.5 %), for splits of under 4 tiles (B=1 L=8192,
   // 2 tiles: +0.1-0.2 us), for 64-key tiles (4 CTAs per SM, page 16: +0.6 %), nor for
   // clusters of 4 or 8 heads (+16-45 %: a cluster waits for room in one GPC).
-  const Strides s = resolved_strides(p);
+  auto head_rows_adjacent = [&] {  // head h + 1's K and V rows follow head h's (NHD)
+    const Strides s = resolved_strides(p);
+    return s.k_h == p.head_dim && s.v_h == p.head_dim;
+  };
   plan.kv_head_cluster = hopper && p.kv == DType::fp8 && p.head_dim == 128 && tile == 128 &&
-                                 geo.row_blocks == 1 && p.num_kv_heads % 2 == 0 && s.k_h == p.head_dim &&
-                                 s.v_h == p.head_dim && plan.split_tokens >= 4 * tile
+                                 geo.row_blocks == 1 && p.num_kv_heads % 2 == 0 &&
+                                 plan.split_tokens >= 4 * tile && head_rows_adjacent()
                              ? 2
                              : 1;
   return plan;
