@@ -34,6 +34,7 @@
 //    stored straight from the S^T accumulator by stmatrix.trans (as for a 16-bit
 //    cache); only the output dims are un-permuted at the end.
 
+#include "common/cluster_merge.cuh"
 #include "common/fp8.cuh"
 #include "common/memory.cuh"
 #include "common/mma.cuh"
@@ -535,11 +536,20 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
   trace.mark(kTraceEpilogue);
 
   const bool multi = args.num_splits > 1;
+  const int cta_rows = kRows - rb * kN < kN ? kRows - rb * kN : kN;
+  // ---- split-KV, the splits one cluster: merged from each other's shared memory ----
+  if (splits_form_cluster(args.num_splits)) {
+    split_merge_in_cluster<kHeadDim, kThreads>(merge_acc, kMergeStride, merge_stats, args.num_splits, cta_rows,
+                                               [&](int r, int d, const float(&ov)[4], float m, float sum) {
+                                                 store_out(args, b, h, rb * kN + r, d, ov, m, sum, out_scale);
+                                               });
+    trace.mark(kTraceMerge);
+    return trace.finish(num_tiles);
+  }
   const long long cta_id = ((long long)b * args.num_kv_heads + h) * kRowBlocks + rb;
   const long long num_ctas = (long long)args.batch * args.num_kv_heads * kRowBlocks;
   const SplitPartials<kN, kHeadDim> partials(args.partial, num_ctas, args.num_splits, cta_id);
   constexpr int kVecs = kHeadDim / 4;
-  const int cta_rows = kRows - rb * kN < kN ? kRows - rb * kN : kN;
   for (int i = tid; i < cta_rows * kVecs; i += kThreads) {
     const int r = i / kVecs, d = (i % kVecs) * 4;
     const F32x4 a = *reinterpret_cast<const F32x4*>(merge_acc + r * kMergeStride + d);

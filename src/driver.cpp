@@ -204,10 +204,50 @@ std::shared_ptr<LoadedKernel> Driver::load(const KernelSpec& spec, const std::st
   kernel->max_dynamic_smem = info.max_smem_per_block_optin - kernel->static_smem;
   XQAJIT_CU_CHECK(api, cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                           kernel->max_dynamic_smem));
+  // Clusters of up to 16 CTAs (8 without this) on sm_90+; Driver::clusters_fit says
+  // whether a launch's clusters fit before a plan uses them.
+  if (info.cc_major >= 9 &&
+      api.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) != CUDA_SUCCESS)
+    detail::logger()->debug("{}: non-portable cluster sizes not allowed on device {}", name, device);
   detail::logger()->debug("loaded {} on device {} ({} regs, {} B static smem)", name, device,
                           kernel->num_regs, kernel->static_smem);
   return kernel;
 }
+
+namespace {
+
+// cuLaunchKernelEx's configuration of a LaunchConfig (the attributes live beside it).
+struct LaunchAttrs {
+  CUlaunchConfig cfg = {};
+  CUlaunchAttribute attrs[2] = {};
+  LaunchAttrs(const LaunchConfig& config, Stream stream) {
+    cfg.gridDimX = config.grid[0];
+    cfg.gridDimY = config.grid[1];
+    cfg.gridDimZ = config.grid[2];
+    cfg.blockDimX = config.block[0];
+    cfg.blockDimY = config.block[1];
+    cfg.blockDimZ = config.block[2];
+    cfg.sharedMemBytes = config.dynamic_smem;
+    cfg.hStream = reinterpret_cast<CUstream>(stream);
+    cfg.attrs = attrs;
+    if (config.programmatic_dependent_launch) {
+      CUlaunchAttribute& a = attrs[cfg.numAttrs++];
+      a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      a.value.programmaticStreamSerializationAllowed = 1;
+    }
+    if (config.cluster[0] * config.cluster[1] * config.cluster[2] > 1) {
+      CUlaunchAttribute& a = attrs[cfg.numAttrs++];
+      a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      a.value.clusterDim.x = config.cluster[0];
+      a.value.clusterDim.y = config.cluster[1];
+      a.value.clusterDim.z = config.cluster[2];
+    }
+  }
+  LaunchAttrs(const LaunchAttrs&) = delete;  // cfg.attrs points into this object
+  LaunchAttrs& operator=(const LaunchAttrs&) = delete;
+};
+
+}  // namespace
 
 void Driver::launch(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params) {
   const CudaApi& api = impl_->api;
@@ -216,31 +256,34 @@ void Driver::launch(const LoadedKernel& kernel, const LaunchConfig& config, Stre
         "kernel {} needs {} B of dynamic shared memory but device {} allows {} B per block; "
         "choose a smaller kv_tile or head_dim",
         kernel.name, config.dynamic_smem, kernel.device, kernel.max_dynamic_smem));
-  CUlaunchConfig cfg = {};
-  cfg.gridDimX = config.grid[0];
-  cfg.gridDimY = config.grid[1];
-  cfg.gridDimZ = config.grid[2];
-  cfg.blockDimX = config.block[0];
-  cfg.blockDimY = config.block[1];
-  cfg.blockDimZ = config.block[2];
-  cfg.sharedMemBytes = config.dynamic_smem;
-  cfg.hStream = reinterpret_cast<CUstream>(stream);
-  CUlaunchAttribute attrs[2] = {};
-  cfg.attrs = attrs;
-  if (config.programmatic_dependent_launch) {
-    CUlaunchAttribute& a = attrs[cfg.numAttrs++];
-    a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    a.value.programmaticStreamSerializationAllowed = 1;
-  }
-  if (config.cluster[0] * config.cluster[1] * config.cluster[2] > 1) {
-    CUlaunchAttribute& a = attrs[cfg.numAttrs++];
-    a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    a.value.clusterDim.x = config.cluster[0];
-    a.value.clusterDim.y = config.cluster[1];
-    a.value.clusterDim.z = config.cluster[2];
-  }
+  LaunchAttrs launch(config, stream);
   ScopedContext scope(api, static_cast<CUcontext>(kernel.context));
-  XQAJIT_CU_CHECK(api, cuLaunchKernelEx(&cfg, static_cast<CUfunction>(kernel.function), params, nullptr));
+  XQAJIT_CU_CHECK(api, cuLaunchKernelEx(&launch.cfg, static_cast<CUfunction>(kernel.function), params, nullptr));
+}
+
+bool Driver::clusters_fit(const LoadedKernel& kernel, const LaunchConfig& config) {
+  const unsigned n = config.cluster[0] * config.cluster[1] * config.cluster[2];
+  if (n <= 1) return true;
+  if (n > static_cast<unsigned>(LoadedKernel::kMaxClusterCtas)) return false;
+  int resident = kernel.resident_clusters[n].load(std::memory_order_relaxed) - 1;
+  if (resident < 0) {  // a race here only asks twice
+    const CudaApi& api = impl_->api;
+    LaunchAttrs query(config, nullptr);
+    ScopedContext scope(api, static_cast<CUcontext>(kernel.context));
+    int clusters = 0;
+    const CUresult res =
+        api.cuOccupancyMaxActiveClusters(&clusters, static_cast<CUfunction>(kernel.function), &query.cfg);
+    if (res != CUDA_SUCCESS) {
+      detail::logger()->debug("{}: clusters of {} not available ({})", kernel.name, n,
+                              detail::cu_error_text(api, res));
+      clusters = 0;
+    }
+    resident = clusters;
+    kernel.resident_clusters[n].store(resident + 1, std::memory_order_relaxed);
+  }
+  const unsigned long long ctas =
+      static_cast<unsigned long long>(config.grid[0]) * config.grid[1] * config.grid[2];
+  return static_cast<unsigned long long>(resident) * n >= ctas;
 }
 
 }  // namespace xqajit

@@ -10,6 +10,7 @@
 #include "support/fake_device.hpp"
 #include "xqajit/compiler.hpp"
 #include "xqajit/ops/decode.hpp"
+#include "xqajit/ops/split_plan.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/error.hpp"
 
@@ -259,6 +260,41 @@ TEST_CASE("adjacent KV heads of an fp8 NHD cache launch as 2-CTA clusters", "[de
   CHECK(decode_plan(p, h100()).kv_head_cluster == 2);
   p.backend = Backend::portable;
   CHECK(decode_plan(p, h100()).kv_head_cluster == 1);
+}
+
+TEST_CASE("the splits of a hopper launch form one cluster that merges in shared memory", "[decode]") {
+  DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
+  p.batch = 1;
+  p.max_pages_per_seq = 128;  // B=1 L=8192
+  p.backend = Backend::hopper;
+  DecodePlan plan = decode_plan(p, h100());
+  REQUIRE(plan.num_splits > 1);
+  REQUIRE(plan.num_splits <= kMaxClusterSplits);
+  CHECK(plan.split_cluster == plan.num_splits);
+  CHECK(plan.grid[0] % plan.split_cluster == 0);
+  CHECK(plan.workspace_bytes > 0);  // the workspace stays the contract (decode may launch unclustered)
+  p.kv = DType::fp8;
+  p.batch = 16;
+  p.max_pages_per_seq = 64;  // B=16 L=4096 fp8: 2 splits; the splits take the cluster, not the heads
+  plan = decode_plan(p, h100());
+  REQUIRE(plan.num_splits == 2);
+  CHECK(plan.split_cluster == 2);
+  CHECK(plan.kv_head_cluster == 1);
+  p.num_splits = kMaxClusterSplits + 1;  // more splits than one cluster holds: the workspace merges
+  p.batch = 1;
+  p.max_pages_per_seq = 1024;
+  plan = decode_plan(p, h100());
+  REQUIRE(plan.num_splits == kMaxClusterSplits + 1);
+  CHECK(plan.split_cluster == 1);
+  p.num_splits = 0;
+  p.batch = 64;  // one split: nothing to merge
+  p.max_pages_per_seq = 64;
+  CHECK(decode_plan(p, h100()).split_cluster == 1);
+  p.batch = 1;
+  p.max_pages_per_seq = 128;
+  p.backend = Backend::portable;  // the portable kernel merges through the workspace
+  REQUIRE(decode_plan(p, h100()).num_splits > 1);
+  CHECK(decode_plan(p, h100()).split_cluster == 1);
 }
 
 TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {

@@ -3,6 +3,7 @@
 /// GPU driver can still compile and prewarm. Modules are loaded per device
 /// (into the device's primary context, which the CUDA runtime and PyTorch share).
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -44,6 +45,10 @@ struct LoadedKernel {
   int max_dynamic_smem = 0;   // bytes of dynamic shared memory this kernel may request here
   int static_smem = 0;
   int num_regs = 0;
+  /// Thread-block clusters of n CTAs this kernel can have resident at once on its
+  /// device, plus one (0: not asked yet); Driver::clusters_fit fills it.
+  static constexpr int kMaxClusterCtas = 16;
+  mutable std::atomic<int> resident_clusters[kMaxClusterCtas + 1] = {};
 };
 
 struct LaunchConfig {
@@ -83,6 +88,9 @@ class Driver {
   /// kernel's parameter array (kernelParams). Checks dynamic_smem against the
   /// kernel's limit on its device first.
   void launch(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params);
+  /// Whether every thread-block cluster of `config` (true without clusters) can be
+  /// resident at once: cuOccupancyMaxActiveClusters, asked once per kernel and cluster size.
+  bool clusters_fit(const LoadedKernel& kernel, const LaunchConfig& config);
 
  private:
   explicit Driver(const std::string& libcuda_path);

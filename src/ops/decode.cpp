@@ -216,6 +216,13 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
                                  plan.split_tokens >= 4 * tile && head_rows_adjacent()
                              ? 2
                              : 1;
+  // The splits of a merge group as one cluster (KERNEL_NOTES h26): they merge through
+  // distributed shared memory, no workspace round trip. Splits win over heads: one cluster
+  // dimension at a time.
+  if (hopper && plan.num_splits > 1 && plan.num_splits <= kMaxClusterSplits) {
+    plan.split_cluster = plan.num_splits;
+    plan.kv_head_cluster = 1;
+  }
   return plan;
 }
 
@@ -318,7 +325,11 @@ void decode(Engine& engine, const DecodeParams& p, Stream stream) {
   config.block[0] = plan.threads;
   config.dynamic_smem = plan.smem_bytes;
   config.programmatic_dependent_launch = plan.programmatic_dependent_launch;
+  config.cluster[0] = static_cast<unsigned>(plan.split_cluster);
   config.cluster[1] = static_cast<unsigned>(plan.kv_head_cluster);
+  // Clusters that cannot all be resident at once would queue: merge through the
+  // workspace instead (the kernel takes the cluster merge only when launched so).
+  if (config.cluster[0] > 1 && !driver.clusters_fit(kernel, config)) config.cluster[0] = 1;
   void* params[] = {&args};
   driver.launch(kernel, config, stream, params);
 }

@@ -291,7 +291,7 @@ TEST_CASE("adjacent KV heads launched as 2-CTA clusters match the reference", "[
     c.q_len = i == 7 ? 4 : 1;  // speculative decoding: 4 x group columns
     if (c.q_len > 1) c.group = 4;
     c.window = rng()() % 4 == 0 ? 1800 + static_cast<int>(rng()() % 1000) : 0;  // covers >= 4 tiles a split
-    c.num_splits = 1 + static_cast<int>(rng()() % 3);  // automatic would split B=1 into 2-tile splits
+    c.num_splits = 1;  // automatic would split B=1 into 2-tile splits; 2..16 splits take the split cluster
     c.sinks = rng()() % 3 == 0;
     c.scale_ptrs = rng()() % 2 == 0;
     c.q_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;
@@ -314,6 +314,61 @@ TEST_CASE("adjacent KV heads launched as 2-CTA clusters match the reference", "[
   std::fprintf(stderr, "cluster cases: %zu, launched as clusters: %d\n", cases.size(), clustered);
   const bool hopper_plans = device().best_arch().number() == 90 && cases[0].backend != Backend::portable;
   if (hopper_plans) CHECK(clustered == static_cast<int>(cases.size()));
+}
+
+TEST_CASE("splits launched as one cluster merge in shared memory and match the reference", "[gpu][decode]") {
+  // DecodePlan::split_cluster (hopper, 2..16 splits): every split of a merge group in one
+  // cluster, merged through distributed shared memory; randomized over the family.
+  std::vector<DecodeCase> cases;
+  for (int i = 0; i < 10; ++i) {
+    DecodeCase c;
+    c.input = rng()() % 2 ? DType::bf16 : DType::fp16;
+    c.kv = rng()() % 2 ? DType::fp8 : c.input;
+    c.output = rng()() % 4 == 0 ? DType::fp8 : c.input;
+    c.rcp_out_scale = 2.f;
+    c.head_dim = i == 9 ? 256 : (rng()() % 4 == 0 ? 64 : 128);
+    c.group = 1 << (rng()() % 4);
+    c.num_kv_heads = 1 + static_cast<int>(rng()() % 4);
+    c.page_size = 16 << (rng()() % 4);
+    c.layout = rng()() % 2 ? KvLayout::hnd : KvLayout::nhd;
+    c.q_len = i % 4 == 3 ? 2 + static_cast<int>(rng()() % 6) : 1;
+    if (c.q_len > 1) c.group = 4;
+    c.window = rng()() % 4 == 0 ? 300 + static_cast<int>(rng()() % 3000) : 0;
+    c.num_splits = i % 3 == 0 ? 0 : 2 + static_cast<int>(rng()() % 15);  // automatic, or 2..16
+    c.sinks = rng()() % 3 == 0;
+    c.scale_ptrs = rng()() % 2 == 0;
+    c.q_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;
+    c.kv_scale = 0.1f + static_cast<float>(rng()() % 50) / 100.f;
+    c.seq_lens = random_lens(1 + static_cast<int>(rng()() % 3), 6000, i % 2 == 0);  // some splits empty
+    c.seq_lens[0] = 2000 + static_cast<int>(rng()() % 8000);
+    for (int& len : c.seq_lens)
+      if (len > 0 && len < c.q_len) len = c.q_len;
+    c.extra_pages = i % 2;
+    cases.push_back(c);
+  }
+  prewarm(cases);
+  CudaStream stream;
+  int clustered = 0, hopper_split = 0;
+  for (const DecodeCase& c : cases) {
+    DecodeProblem pr(c, rng(), device());
+    const DecodePlan plan = decode_plan(pr.dev, device());
+    if (plan.split_cluster > 1) {
+      ++hopper_split;
+      LaunchConfig config;  // as decode() launches it
+      std::copy(plan.grid, plan.grid + 3, config.grid);
+      config.block[0] = plan.threads;
+      config.dynamic_smem = plan.smem_bytes;
+      config.cluster[0] = static_cast<unsigned>(plan.split_cluster);
+      clustered += Driver::instance().clusters_fit(engine().kernel(plan.spec, device().ordinal, stream.get()), config);
+    }
+    run_and_check(pr, stream.get());
+  }
+  std::fprintf(stderr, "split-cluster cases: %zu, planned as clusters: %d, launched as clusters: %d\n",
+               cases.size(), hopper_split, clustered);
+  if (device().best_arch().number() == 90 && cases[0].backend == Backend::hopper) {
+    CHECK(hopper_split >= static_cast<int>(cases.size()) / 2);  // forced 2..16 splits always qualify
+    CHECK(clustered == hopper_split);
+  }
 }
 
 TEST_CASE("split-KV counters reset themselves across launches", "[gpu][decode]") {

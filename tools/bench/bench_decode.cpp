@@ -114,7 +114,8 @@ int main(int argc, char** argv) {
     }
 
     // --waves: forced split counts where the CTAs fill a fraction of their last wave
-    // (wave quantisation; docs/KERNEL_NOTES.md, hopper h3), and B=1 split counts.
+    // (wave quantisation; docs/KERNEL_NOTES.md, hopper h3), and B=1 split counts (up to 16
+    // splits merge in a cluster on the hopper backend, more through the workspace).
     if (argc > 1 && std::string(argv[1]) == "--waves") {
       shapes.clear();
       for (DType kv : {bf, f8}) {
@@ -124,6 +125,8 @@ int main(int argc, char** argv) {
       }
       for (int sp : {0, 16, 32}) shapes.push_back({1, 8192, 32, 8, 128, bf, f8, 64, 128, sp});
       for (int sp : {0, 1, 2, 3, 4, 6}) shapes.push_back({16, 4096, 32, 8, 128, bf, f8, 64, 0, sp});
+      for (DType kv : {bf, f8})  // the most splits one cluster merges (16) against the slot rule's 32
+        for (int sp : {0, 16, 32}) shapes.push_back({1, 65536, 32, 8, 128, bf, kv, 64, 0, sp});
     }
 
     Options opts = Options::from_env();
