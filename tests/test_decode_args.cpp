@@ -208,9 +208,16 @@ TEST_CASE("L2 warm-up before the wait where the next grid cannot fit beside this
   CHECK_FALSE(decode_plan(p, h100()).l2_warmup);
   p.programmatic_dependent_launch = true;
   p.max_pages_per_seq = 128;  // 8192 keys: 16 splits x 8 heads, one CTA per SM; the next grid fits beside
+  p.backend = Backend::portable;
   plan = decode_plan(p, h100());
   REQUIRE(plan.num_splits > 1);
   CHECK_FALSE(plan.l2_warmup);
+  p.backend = Backend::hopper;  // the same splits as one 16-CTA cluster, pinned one CTA per SM: no room beside
+  plan = decode_plan(p, h100());
+  REQUIRE(plan.split_cluster == 16);
+  CHECK(plan.smem_bytes * 2 + 2048 > static_cast<unsigned>(h100().max_smem_per_block_optin));
+  CHECK(plan.l2_warmup);
+  p.backend = Backend::automatic;
   p.kv = DType::fp8;  // 8192 keys, fp8: two CTAs per SM on the hopper backend
   CHECK(decode_plan(p, h100()).l2_warmup);
   p.kv = DType::bf16;
