@@ -204,11 +204,6 @@ std::shared_ptr<LoadedKernel> Driver::load(const KernelSpec& spec, const std::st
   kernel->max_dynamic_smem = info.max_smem_per_block_optin - kernel->static_smem;
   XQAJIT_CU_CHECK(api, cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                           kernel->max_dynamic_smem));
-  // Clusters of up to 16 CTAs (8 without this) on sm_90+; Driver::clusters_fit says
-  // whether a launch's clusters fit before a plan uses them.
-  if (info.cc_major >= 9 &&
-      api.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) != CUDA_SUCCESS)
-    detail::logger()->debug("{}: non-portable cluster sizes not allowed on device {}", name, device);
   detail::logger()->debug("loaded {} on device {} ({} regs, {} B static smem)", name, device,
                           kernel->num_regs, kernel->static_smem);
   return kernel;

@@ -208,16 +208,9 @@ TEST_CASE("L2 warm-up before the wait where the next grid cannot fit beside this
   CHECK_FALSE(decode_plan(p, h100()).l2_warmup);
   p.programmatic_dependent_launch = true;
   p.max_pages_per_seq = 128;  // 8192 keys: 16 splits x 8 heads, one CTA per SM; the next grid fits beside
-  p.backend = Backend::portable;
   plan = decode_plan(p, h100());
   REQUIRE(plan.num_splits > 1);
   CHECK_FALSE(plan.l2_warmup);
-  p.backend = Backend::hopper;  // the same splits as one 16-CTA cluster, pinned one CTA per SM: no room beside
-  plan = decode_plan(p, h100());
-  REQUIRE(plan.split_cluster == 16);
-  CHECK(plan.smem_bytes * 2 + 2048 > static_cast<unsigned>(h100().max_smem_per_block_optin));
-  CHECK(plan.l2_warmup);
-  p.backend = Backend::automatic;
   p.kv = DType::fp8;  // 8192 keys, fp8: two CTAs per SM on the hopper backend
   CHECK(decode_plan(p, h100()).l2_warmup);
   p.kv = DType::bf16;
@@ -271,33 +264,31 @@ TEST_CASE("adjacent KV heads of an fp8 NHD cache launch as 2-CTA clusters", "[de
 
 TEST_CASE("the splits of a hopper launch form one cluster that merges in shared memory", "[decode]") {
   DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
-  p.batch = 1;
-  p.max_pages_per_seq = 128;  // B=1 L=8192
+  p.batch = 4;
+  p.max_pages_per_seq = 128;  // B=4 L=8192: 8 splits
   p.backend = Backend::hopper;
   DecodePlan plan = decode_plan(p, h100());
-  REQUIRE(plan.num_splits > 1);
-  REQUIRE(plan.num_splits <= kMaxClusterSplits);
+  REQUIRE(plan.num_splits == kMaxClusterSplits);
   CHECK(plan.split_cluster == plan.num_splits);
   CHECK(plan.grid[0] % plan.split_cluster == 0);
   CHECK(plan.workspace_bytes > 0);  // the workspace stays the contract (decode may launch unclustered)
   p.kv = DType::fp8;
   p.batch = 16;
-  p.max_pages_per_seq = 64;  // B=16 L=4096 fp8: 2 splits; the splits take the cluster, not the heads
+  p.max_pages_per_seq = 64;  // B=16 L=4096 fp8: 2 splits; the head pairs stay the fallback
   plan = decode_plan(p, h100());
   REQUIRE(plan.num_splits == 2);
   CHECK(plan.split_cluster == 2);
-  CHECK(plan.kv_head_cluster == 1);
-  p.num_splits = kMaxClusterSplits + 1;  // more splits than one cluster holds: the workspace merges
+  CHECK(plan.kv_head_cluster == 2);
+  p.kv = DType::bf16;
   p.batch = 1;
-  p.max_pages_per_seq = 1024;
+  p.max_pages_per_seq = 128;  // B=1 L=8192: 16 splits, more than one cluster merges
   plan = decode_plan(p, h100());
-  REQUIRE(plan.num_splits == kMaxClusterSplits + 1);
+  REQUIRE(plan.num_splits > kMaxClusterSplits);
   CHECK(plan.split_cluster == 1);
-  p.num_splits = 0;
   p.batch = 64;  // one split: nothing to merge
   p.max_pages_per_seq = 64;
   CHECK(decode_plan(p, h100()).split_cluster == 1);
-  p.batch = 1;
+  p.batch = 4;
   p.max_pages_per_seq = 128;
   p.backend = Backend::portable;  // the portable kernel merges through the workspace
   REQUIRE(decode_plan(p, h100()).num_splits > 1);

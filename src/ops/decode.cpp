@@ -188,16 +188,6 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   // CTAs cost the running one, the launch latency they hide is worth less there.
   plan.programmatic_dependent_launch = p.programmatic_dependent_launch && plan.spec.arch.number() >= 90 &&
                                        (plan.num_splits > 1 || p.kv != DType::fp8);
-  // The splits of a merge group as one thread-block cluster (hopper, KERNEL_NOTES h26):
-  // B=16 fp8 36.8 -> 35.8 us, bf16 65.3 -> 63.6 (run 2). The cluster scheduler places a
-  // cluster's CTAs two to an SM where they fit, which halved the SMs of a 16-CTA cluster
-  // (bf16 B=1 L=8192 12.6 -> 15.4 us): clusters of more than 8 ask for more than half an
-  // SM's shared memory, so they spread one CTA per SM.
-  if (hopper && plan.num_splits > 1 && plan.num_splits <= kMaxClusterSplits) {
-    plan.split_cluster = plan.num_splits;
-    if (plan.split_cluster > 8)
-      plan.smem_bytes = std::max<unsigned>(plan.smem_bytes, device.max_smem_per_block_optin / 2 + 1024);
-  }
   // L2 warm-up before the wait (H200, KERNEL_NOTES h15): CTAs of the next grid that fit
   // beside this one arrive at its start and their warmed lines are evicted by its
   // stream before they read them (bf16 B=1 L=8192, 128 CTAs on 264 slots: 13.3 ->
@@ -206,7 +196,7 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   // One-split grids have no merge tail to overlap.
   const std::int64_t ctas = static_cast<std::int64_t>(plan.grid[0]) * plan.grid[1] * plan.grid[2];
   const std::int64_t slots =
-      static_cast<std::int64_t>(device.sm_count) * resident_ctas_per_sm(device, plan.smem_bytes, geo.threads);
+      static_cast<std::int64_t>(device.sm_count) * resident_ctas_per_sm(device, geo.smem_bytes, geo.threads);
   plan.l2_warmup = plan.programmatic_dependent_launch && plan.num_splits > 1 && p.num_pages > 0 &&
                    slots - ctas < ctas;
   // Adjacent KV heads as 2-CTA clusters (H200, KERNEL_NOTES h21): an fp8 head row of 128
@@ -226,10 +216,12 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
                                  plan.split_tokens >= 4 * tile && head_rows_adjacent()
                              ? 2
                              : 1;
-  // The splits of a merge group as one cluster (KERNEL_NOTES h26): they merge through
-  // distributed shared memory, no workspace round trip. Splits win over heads: one cluster
-  // dimension at a time.
-  if (plan.split_cluster > 1) plan.kv_head_cluster = 1;
+  // The splits of a merge group as one thread-block cluster (KERNEL_NOTES h26): they merge
+  // through distributed shared memory, no workspace round trip (H200, runs 2-3: B=16 fp8
+  // 36.8 -> 35.8 us, bf16 65.3 -> 63.6, 8 splits at B=1 L=8192 -1 us). Up to 8: a 16-CTA
+  // cluster lost 2.8 us at bf16 B=1 L=8192 (its CTAs packed two to an SM) and nothing pinned
+  // one per SM (a whole GPC must drain before the next grid's cluster starts).
+  if (hopper && plan.num_splits > 1 && plan.num_splits <= kMaxClusterSplits) plan.split_cluster = plan.num_splits;
   return plan;
 }
 
@@ -332,11 +324,13 @@ void decode(Engine& engine, const DecodeParams& p, Stream stream) {
   config.block[0] = plan.threads;
   config.dynamic_smem = plan.smem_bytes;
   config.programmatic_dependent_launch = plan.programmatic_dependent_launch;
-  config.cluster[0] = static_cast<unsigned>(plan.split_cluster);
   config.cluster[1] = static_cast<unsigned>(plan.kv_head_cluster);
-  // Clusters that cannot all be resident at once would queue: merge through the
-  // workspace instead (the kernel takes the cluster merge only when launched so).
-  if (config.cluster[0] > 1 && !driver.clusters_fit(kernel, config)) config.cluster[0] = 1;
+  if (plan.split_cluster > 1) {  // wins over the head pairs, where every cluster is resident at once
+    LaunchConfig split = config;  // (else the kernel merges through the workspace)
+    split.cluster[0] = static_cast<unsigned>(plan.split_cluster);
+    split.cluster[1] = 1;
+    if (driver.clusters_fit(kernel, split)) config = split;
+  }
   void* params[] = {&args};
   driver.launch(kernel, config, stream, params);
 }

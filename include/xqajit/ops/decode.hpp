@@ -123,9 +123,10 @@ struct DecodePlan {
   /// The splits of one merge group launched as one thread-block cluster (grid.x): the
   /// split count, or 1 for none. They merge from each other's shared memory
   /// (kernel_templates/common/cluster_merge.cuh) instead of through the workspace, whose
-  /// fence, counter and reload were ~2.5 us of B=1's time (hopper backend, 2..16 splits;
-  /// docs/KERNEL_NOTES.md h26). decode() launches without it where the device cannot hold
-  /// every cluster at once; the workspace is required either way.
+  /// fence, counter and reload cost 1.7-2.7 us at small batch (hopper backend, 2..8 splits;
+  /// docs/KERNEL_NOTES.md h26). It wins over kv_head_cluster; decode() launches without it
+  /// (with kv_head_cluster) where the device cannot hold every cluster at once, and the
+  /// workspace is required either way.
   int split_cluster = 1;
 };
 DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device);
