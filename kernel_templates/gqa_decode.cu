@@ -9,8 +9,11 @@
 // dequantised in registers while the mma fragments are built (common/fp8.cuh). Warps split a tile's keys, keep their own online softmax
 // (max, sum, acc) and merge through shared memory at the end. With several
 // splits, each CTA writes (max, sum, acc) to the caller's workspace and the last
-// one to finish merges (self-resetting counter, so graph replays need no reset).
+// one to finish merges (self-resetting counter, so graph replays need no reset);
+// where the launch made the splits one cluster (sm_90+), they merge from each
+// other's shared memory instead (common/cluster_merge.cuh).
 
+#include "common/cluster_merge.cuh"
 #include "common/fp8.cuh"
 #include "common/memory.cuh"
 #include "common/mma.cuh"
@@ -360,6 +363,10 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   __syncthreads();
 
   const bool multi = args.num_splits > 1;
+  const bool in_cluster = xqajit_cluster_merge_fits(kGeo, kHeadDim) && splits_form_cluster(args.num_splits);
+  // The CTA's merged rows for the cluster merge, after the warps' ([row][D], [row][max, sum]).
+  float* const cta_acc = merge_stats + kWarps * 16 * 2;
+  float* const cta_stats = cta_acc + kRowsPerCta * kHeadDim;
   const long long cta_id = ((long long)b * args.num_kv_heads + h) * kRowBlocks + rb;
   const long long num_ctas = (long long)args.batch * args.num_kv_heads * kRowBlocks;
   const SplitPartials<kRowsPerCta, kHeadDim> partials(args.partial, num_ctas, args.num_splits, cta_id);
@@ -386,11 +393,27 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
     const int row = rb * kRowsPerCta + r;
     if (!multi) {
       store_out(args, b, h, row, d, o, m, sum, out_scale);
+    } else if (in_cluster) {
+      *reinterpret_cast<F32x4*>(cta_acc + r * kHeadDim + d) = F32x4{o[0], o[1], o[2], o[3]};
+      if (d == 0) {
+        cta_stats[r * 2] = m;
+        cta_stats[r * 2 + 1] = sum;
+      }
     } else {
       partials.store(split, r, d, o, m, sum);
     }
   }
   if (!multi) return;
+
+  // ---- split-KV, the splits one cluster: merged from each other's shared memory ----
+  if (in_cluster) {
+    split_merge_in_cluster<kHeadDim, kThreads>(cta_acc, kHeadDim, cta_stats, args.num_splits, cta_rows,
+                                               [&](int r, int d, const float(&o)[4], float m, float sum) {
+                                                 store_out(args, b, h, rb * kRowsPerCta + r, d, o, m, sum,
+                                                           out_scale);
+                                               });
+    return;
+  }
 
   // ---- split-KV: the last CTA of this (request, KV head, row block) merges -----
   if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, &s_is_last)) return;

@@ -18,7 +18,8 @@
 // warps through shared memory (each warp holds 16 keys of every 64) -> exp2,
 // per-thread partial sums -> P^T to shared memory -> wgmma O^T. Sums are
 // reduced once at the end. The split-KV epilogue is the portable kernel's
-// (common/split_merge.cuh).
+// (common/split_merge.cuh), or, where the launch made the splits one cluster,
+// a merge from each other's shared memory (common/cluster_merge.cuh).
 //
 // fp8 fragment maps (r = lane / 4, c = lane % 4, w = warp):
 //  * S^T, A = K: k-step 4g + s of thread (r, c) reads bytes 4s..4s+3 of the

@@ -262,7 +262,7 @@ TEST_CASE("adjacent KV heads of an fp8 NHD cache launch as 2-CTA clusters", "[de
   CHECK(decode_plan(p, h100()).kv_head_cluster == 1);
 }
 
-TEST_CASE("the splits of a hopper launch form one cluster that merges in shared memory", "[decode]") {
+TEST_CASE("the splits of a launch form one cluster that merges in shared memory", "[decode]") {
   DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
   p.batch = 4;
   p.max_pages_per_seq = 128;  // B=4 L=8192: 8 splits
@@ -290,9 +290,12 @@ TEST_CASE("the splits of a hopper launch form one cluster that merges in shared 
   CHECK(decode_plan(p, h100()).split_cluster == 1);
   p.batch = 4;
   p.max_pages_per_seq = 128;
-  p.backend = Backend::portable;  // the portable kernel merges through the workspace
-  REQUIRE(decode_plan(p, h100()).num_splits > 1);
-  CHECK(decode_plan(p, h100()).split_cluster == 1);
+  p.backend = Backend::portable;  // the portable kernel merges in a cluster too, from sm_90 on
+  plan = decode_plan(p, h100());
+  REQUIRE(plan.num_splits > 1);
+  CHECK(plan.split_cluster == plan.num_splits);
+  REQUIRE(decode_plan(p, a100()).num_splits > 1);
+  CHECK(decode_plan(p, a100()).split_cluster == 1);  // no clusters before sm_90
 }
 
 TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {

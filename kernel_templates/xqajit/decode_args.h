@@ -100,3 +100,11 @@ constexpr XqajitDecodeGeometry xqajit_decode_geometry(int head_dim, int group, i
   g.ctas_per_sm = 2;
   return g;
 }
+
+// Whether the portable kernel can merge its splits in a cluster: the CTA's merged rows
+// ([row][D] and [row][max, sum] floats) fit in the pipeline region beside the warps'
+// ([warp][16 rows][D + 2]) that they are merged from. The host plans a split cluster
+// only where this holds (DecodePlan::split_cluster).
+constexpr bool xqajit_cluster_merge_fits(XqajitDecodeGeometry g, int head_dim) {
+  return (g.warps * 16 + g.rows_per_cta) * (head_dim + 2) * 4 <= g.union_bytes;
+}

@@ -221,7 +221,10 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   // 36.8 -> 35.8 us, bf16 65.3 -> 63.6, 8 splits at B=1 L=8192 -1 us). Up to 8: a 16-CTA
   // cluster lost 2.8 us at bf16 B=1 L=8192 (its CTAs packed two to an SM) and nothing pinned
   // one per SM (a whole GPC must drain before the next grid's cluster starts).
-  if (hopper && plan.num_splits > 1 && plan.num_splits <= kMaxClusterSplits) plan.split_cluster = plan.num_splits;
+  const bool cluster_merge_fits = hopper || xqajit_cluster_merge_fits(geo, p.head_dim);
+  if (plan.spec.arch.number() >= 90 && plan.num_splits > 1 && plan.num_splits <= kMaxClusterSplits &&
+      cluster_merge_fits)
+    plan.split_cluster = plan.num_splits;
   return plan;
 }
 
