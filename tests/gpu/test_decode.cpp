@@ -84,6 +84,17 @@ std::vector<int> random_lens(int batch, int max_len, bool with_zero) {
   return v;
 }
 
+// Random scales (q always; kv where the cache is fp8: a 16-bit cache ignores it).
+void draw_scales(DecodeCase& c) {
+  c.q_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;
+  if (c.kv == DType::fp8) c.kv_scale = 0.1f + static_cast<float>(rng()() % 50) / 100.f;
+}
+// A request holds at least its draft tokens (speculative decoding).
+void fit_draft_lengths(DecodeCase& c) {
+  for (int& len : c.seq_lens)
+    if (len > 0 && len < c.q_len) len = c.q_len;
+}
+
 std::vector<DecodeCase> family_cases() {
   std::vector<DecodeCase> out;
   const int groups[] = {1, 2, 4, 8, 16};
@@ -103,8 +114,7 @@ std::vector<DecodeCase> family_cases() {
           c.seq_lens = random_lens(1 + static_cast<int>(rng()() % 5), 1200, i % 2 == 0);
           c.layout = i % 3 == 0 ? KvLayout::hnd : KvLayout::nhd;
           c.scale_ptrs = i % 4 == 1;
-          c.q_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;
-          if (fp8) c.kv_scale = 0.1f + static_cast<float>(rng()() % 50) / 100.f;
+          draw_scales(c);
           c.extra_pages = i % 2;
           out.push_back(c);
           ++i;
@@ -173,11 +183,9 @@ std::vector<DecodeCase> feature_cases() {
     c.num_splits = rng()() % 2 ? 0 : 2 + static_cast<int>(rng()() % 4);
     c.sinks = rng()() % 4 == 0;
     c.scale_ptrs = rng()() % 2 == 0;
-    c.q_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;
-    c.kv_scale = 0.1f + static_cast<float>(rng()() % 50) / 100.f;
+    draw_scales(c);
     c.seq_lens = random_lens(1 + static_cast<int>(rng()() % 4), 2500, i % 2 == 0);
-    for (int& len : c.seq_lens)
-      if (len > 0 && len < c.q_len) len = c.q_len;  // a request holds at least its draft tokens
+    fit_draft_lengths(c);
     out.push_back(c);
   }
   for (DType kv : {DType::bf16, DType::fp8}) {  // a peaked softmax: later tiles raise the running
@@ -294,12 +302,10 @@ TEST_CASE("adjacent KV heads launched as 2-CTA clusters match the reference", "[
     c.num_splits = 1;  // automatic would split B=1 into 2-tile splits; 2..16 splits take the split cluster
     c.sinks = rng()() % 3 == 0;
     c.scale_ptrs = rng()() % 2 == 0;
-    c.q_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;
-    c.kv_scale = 0.1f + static_cast<float>(rng()() % 50) / 100.f;
+    draw_scales(c);
     c.seq_lens = random_lens(1 + static_cast<int>(rng()() % 5), 4000, i % 2 == 0);
     c.seq_lens[0] = 2048 + static_cast<int>(rng()() % 2000);  // splits of >= 4 tiles
-    for (int& len : c.seq_lens)
-      if (len > 0 && len < c.q_len) len = c.q_len;
+    fit_draft_lengths(c);
     c.extra_pages = i % 2;
     cases.push_back(c);
   }
@@ -337,12 +343,10 @@ TEST_CASE("splits launched as one cluster merge in shared memory and match the r
     c.num_splits = i % 3 == 0 ? 0 : 2 + static_cast<int>(rng()() % 7);  // automatic, or 2..8
     c.sinks = rng()() % 3 == 0;
     c.scale_ptrs = rng()() % 2 == 0;
-    c.q_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;
-    c.kv_scale = 0.1f + static_cast<float>(rng()() % 50) / 100.f;
+    draw_scales(c);
     c.seq_lens = random_lens(1 + static_cast<int>(rng()() % 3), 6000, i % 2 == 0);  // some splits empty
     c.seq_lens[0] = 2000 + static_cast<int>(rng()() % 8000);
-    for (int& len : c.seq_lens)
-      if (len > 0 && len < c.q_len) len = c.q_len;
+    fit_draft_lengths(c);
     c.extra_pages = i % 2;
     cases.push_back(c);
   }

@@ -125,8 +125,10 @@ int main(int argc, char** argv) {
       }
       for (int sp : {0, 16, 32}) shapes.push_back({1, 8192, 32, 8, 128, bf, f8, 64, 128, sp});
       for (int sp : {0, 1, 2, 3, 4, 6}) shapes.push_back({16, 4096, 32, 8, 128, bf, f8, 64, 0, sp});
-      for (DType kv : {bf, f8})  // the most splits one cluster merges (16) against the slot rule's 32
+      for (DType kv : {bf, f8})  // 16 splits (one CTA per SM) against the slot rule's 32
         for (int sp : {0, 16, 32}) shapes.push_back({1, 65536, 32, 8, 128, bf, kv, 64, 0, sp});
+      for (int sp : {2, 4}) shapes.push_back({16, 4096, 32, 8, 128, bf, f8, 64, 64, sp});  // 4 CTAs/SM: 4 splits fill one wave
+      for (int sp : {1, 2, 4}) shapes.push_back({16, 4096, 32, 8, 128, bf, bf, 64, 0, sp});
     }
 
     Options opts = Options::from_env();
