@@ -128,6 +128,8 @@ int main(int argc, char** argv) {
       for (DType kv : {bf, f8})  // 16 splits (one CTA per SM) against the slot rule's 32
         for (int sp : {0, 16, 32}) shapes.push_back({1, 65536, 32, 8, 128, bf, kv, 64, 0, sp});
       for (int sp : {2, 4}) shapes.push_back({16, 4096, 32, 8, 128, bf, f8, 64, 64, sp});  // 4 CTAs/SM: 4 splits fill one wave
+      for (int B : {1, 2, 4})  // the short-split rule's CTAs per SM at small batch (fp8, 128-key tiles)
+        for (int L : {8192, 16384}) shapes.push_back({B, L, 32, 8, 128, bf, f8, 64, 0, 0});
       for (int sp : {1, 2, 4}) shapes.push_back({16, 4096, 32, 8, 128, bf, bf, 64, 0, sp});
     }
 
