@@ -46,7 +46,8 @@ struct LoadedKernel {
   int static_smem = 0;
   int num_regs = 0;
   /// Thread-block clusters of n CTAs this kernel can have resident at once on its
-  /// device, plus one (0: not asked yet); Driver::clusters_fit fills it.
+  /// device (its block and shared memory are its spec's), plus one (0: not asked yet);
+  /// Driver::clusters_fit fills it.
   static constexpr int kMaxClusterCtas = 8;  // the portable cluster size
   mutable std::atomic<int> resident_clusters[kMaxClusterCtas + 1] = {};
 };

@@ -218,9 +218,10 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
                              : 1;
   // The splits of a merge group as one thread-block cluster (KERNEL_NOTES h26): they merge
   // through distributed shared memory, no workspace round trip (H200, runs 2-3: B=16 fp8
-  // 36.8 -> 35.8 us, bf16 65.3 -> 63.6, 8 splits at B=1 L=8192 -1 us). Up to 8: a 16-CTA
-  // cluster lost 2.8 us at bf16 B=1 L=8192 (its CTAs packed two to an SM) and nothing pinned
-  // one per SM (a whole GPC must drain before the next grid's cluster starts).
+  // 36.8 -> 35.8 us, bf16 65.3 -> 63.6, 8 splits at B=1 L=8192 -1 us). Up to 8 (the portable
+  // size): a 16-CTA cluster lost 2.8 us at bf16 B=1 L=8192, and neither pinning one CTA per SM
+  // nor the SPREAD scheduling policy made it win (h26, h27). The portable kernel needs room
+  // for its merged rows beside its warps' (the hopper kernel's are where its epilogue puts them).
   const bool cluster_merge_fits = hopper || xqajit_cluster_merge_fits(geo, p.head_dim);
   if (plan.spec.arch.number() >= 90 && plan.num_splits > 1 && plan.num_splits <= kMaxClusterSplits &&
       cluster_merge_fits)
