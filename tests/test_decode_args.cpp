@@ -9,8 +9,8 @@
 
 #include "support/fake_device.hpp"
 #include "xqajit/compiler.hpp"
+#include "xqajit/decode_args.h"
 #include "xqajit/ops/decode.hpp"
-#include "xqajit/ops/split_plan.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/error.hpp"
 
@@ -268,7 +268,7 @@ TEST_CASE("the splits of a launch form one cluster that merges in shared memory"
   p.max_pages_per_seq = 128;  // B=4 L=8192: 8 splits
   p.backend = Backend::hopper;
   DecodePlan plan = decode_plan(p, h100());
-  REQUIRE(plan.num_splits == kMaxClusterSplits);
+  REQUIRE(plan.num_splits == xqajit_max_cluster_splits);
   CHECK(plan.split_cluster == plan.num_splits);
   CHECK(plan.grid[0] % plan.split_cluster == 0);
   CHECK(plan.workspace_bytes > 0);  // the workspace stays the contract (decode may launch unclustered)
@@ -283,7 +283,7 @@ TEST_CASE("the splits of a launch form one cluster that merges in shared memory"
   p.batch = 1;
   p.max_pages_per_seq = 128;  // B=1 L=8192: 16 splits, more than one cluster merges
   plan = decode_plan(p, h100());
-  REQUIRE(plan.num_splits > kMaxClusterSplits);
+  REQUIRE(plan.num_splits > xqajit_max_cluster_splits);
   CHECK(plan.split_cluster == 1);
   p.batch = 64;  // one split: nothing to merge
   p.max_pages_per_seq = 64;

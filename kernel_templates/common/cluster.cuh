@@ -4,7 +4,6 @@
 // shared memory). Launched without a cluster, a CTA is a cluster of one.
 
 #include "common/memory.cuh"
-#include "common/mma.cuh"
 #include "common/types.cuh"
 
 namespace xqajit {

@@ -11,16 +11,13 @@
 #include "common/memory.cuh"
 #include "common/mma.cuh"
 #include "common/types.cuh"
+#include "xqajit/decode_args.h"
 
 namespace xqajit {
 
-// The most splits one cluster merges (the portable cluster size); the host plans a
-// cluster merge for no more (split_plan.hpp).
-constexpr int kMaxClusterSplits = 8;
-
 // True when this launch merges its splits in the cluster: the cluster spans all of them.
 __device__ __forceinline__ bool splits_form_cluster(int num_splits) {
-  return num_splits > 1 && num_splits <= kMaxClusterSplits && cluster_dim_x() == (u32)num_splits;
+  return num_splits > 1 && num_splits <= xqajit_max_cluster_splits && cluster_dim_x() == (u32)num_splits;
 }
 
 // Called by every thread of every split of the cluster once `acc` ([row][acc_stride]
@@ -40,7 +37,7 @@ __device__ __forceinline__ void split_merge_in_cluster(const float* acc, int acc
   const int split = (int)cluster_cta_x();
   const u32 rank0 = cluster_cta_rank() - (u32)split;  // the peers: ranks rank0 .. rank0 + splits - 1
   const u32 acc_local = smem_addr(acc), stats_local = smem_addr(stats);
-  static_assert(kMaxClusterSplits <= 8, "a lane group of 8 covers the splits");
+  static_assert(xqajit_max_cluster_splits <= 8, "a lane group of 8 covers the splits");
   const int lanes = splits <= 2 ? 2 : splits <= 4 ? 4 : 8;
   const int peer = (int)threadIdx.x % lanes;
   const int per_pass = kThreads / lanes * splits;  // output vectors the cluster merges per pass

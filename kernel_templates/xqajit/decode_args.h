@@ -101,6 +101,11 @@ constexpr XqajitDecodeGeometry xqajit_decode_geometry(int head_dim, int group, i
   return g;
 }
 
+// Most splits one thread-block cluster merges (common/cluster_merge.cuh): the portable
+// cluster size, and what measured faster (docs/KERNEL_NOTES.md h26, h27). The host plans
+// a split cluster (DecodePlan::split_cluster) for no more.
+constexpr int xqajit_max_cluster_splits = 8;
+
 // Whether the portable kernel can merge its splits in a cluster: the CTA's merged rows
 // ([row][D] and [row][max, sum] floats) fit in the pipeline region beside the warps'
 // ([warp][16 rows][D + 2]) that they are merged from. The host plans a split cluster

@@ -223,7 +223,7 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   // nor the SPREAD scheduling policy made it win (h26, h27). The portable kernel needs room
   // for its merged rows beside its warps' (the hopper kernel's are where its epilogue puts them).
   const bool cluster_merge_fits = hopper || xqajit_cluster_merge_fits(geo, p.head_dim);
-  if (plan.spec.arch.number() >= 90 && plan.num_splits > 1 && plan.num_splits <= kMaxClusterSplits &&
+  if (plan.spec.arch.number() >= 90 && plan.num_splits > 1 && plan.num_splits <= xqajit_max_cluster_splits &&
       cluster_merge_fits)
     plan.split_cluster = plan.num_splits;
   return plan;

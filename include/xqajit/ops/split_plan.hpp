@@ -18,10 +18,6 @@ namespace xqajit {
 
 /// Most splits any family merges (its merge buffer may allow fewer).
 constexpr int kMaxSplits = 64;
-/// Most splits one thread-block cluster merges (the portable cluster size, and what
-/// measured faster: docs/KERNEL_NOTES.md h26; kMaxClusterSplits in
-/// kernel_templates/common/cluster_merge.cuh).
-constexpr int kMaxClusterSplits = 8;
 
 /// What the planner needs to know about one launch (host-known maxima only, so
 /// the plan is the same for every replay of a captured graph).
