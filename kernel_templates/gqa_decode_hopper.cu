@@ -14,9 +14,11 @@
 // dims and P's keys are permuted to match the bytes a thread reads (below).
 //
 // One warpgroup per CTA. Per KV tile: cp.async (the portable loader's paged
-// walk, common/paged_kv.cuh) -> wgmma S^T -> mask, column max across the 4
-// warps through shared memory (each warp holds 16 keys of every 64) -> exp2,
-// per-thread partial sums -> P^T to shared memory -> wgmma O^T. Sums are
+// walk, common/paged_kv.cuh) -> wgmma S^T -> mask -> exp2 against the running
+// max, per-thread partial sums -> P^T to shared memory -> wgmma O^T; the column
+// max across the 4 warps (each holds 16 keys of every 64) is exchanged through
+// shared memory only on a tile where a key leads that max by far (the lazy max
+// in the loop). Sums are
 // reduced once at the end. The split-KV epilogue is the portable kernel's
 // (common/split_merge.cuh), or, where the launch made the splits one cluster,
 // a merge from each other's shared memory (common/cluster_merge.cuh).
@@ -156,6 +158,10 @@ __device__ __forceinline__ void store_warp_columns(const float (&v)[kCols], floa
 // The explicit 1 matters too: with it ptxas allocates more freely (fp8 t64 98 -> 113
 // registers, still 4 CTAs/SM) and fp8 128x8192 ran 1-2 % faster (h6).
 constexpr int kMinCtasPerSm = kFp8Cache && kSpecDec ? kGeo.ctas_per_sm : 1;
+
+// How far (log2 units) a tile's key may lead the running max before the tile takes the
+// exact max over the warps (the lazy max in the loop): P <= 2^kMaxLead in fp16 (max 2^15.99).
+constexpr float kMaxLead = 8.f;
 
 __device__ __forceinline__ void store_out(const XqajitDecodeArgs& args, int b, int h, int row, int d,
                                           const float (&o)[4], float row_max, float row_sum, float out_scale) {
@@ -394,57 +400,88 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
     for (int mb = 0; mb < kMBlocks; ++mb)
 #pragma unroll
       for (int i = 0; i < kRegs; ++i) tmax[acc_slot(i)] = fmaxf(tmax[acc_slot(i)], s[mb][i]);
-    // Over the 8 key rows of the warp, then over the 4 warps.
-    reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });
-    store_warp_columns(tmax, xchg, warp, lane);
-    __syncthreads();
-    trace.mark(kTraceMax);
-    float base[kCols], corr[kCols];
-#pragma unroll
-    for (int j = 0; j < kN / 8; ++j) {
-      float m0 = row_max[2 * j], m1 = row_max[2 * j + 1];
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const float2 v = *reinterpret_cast<const float2*>(xchg + w * kN + 8 * j + 2 * (lane & 3));
-        m0 = fmaxf(m0, v.x);
-        m1 = fmaxf(m1, v.y);
-      }
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int c = 2 * j + e;
-        const float m = e ? m1 : m0;
-        base[c] = m == -kInf ? 0.f : m;  // never -inf - -inf
-        corr[c] = fast_exp2(row_max[c] - base[c]);
-        row_max[c] = m;
-      }
-    }
 
-    // P = exp2(S - max) -> shared memory as P^T (p_row_off), four 8x8 blocks per
-    // stmatrix; partial sums stay per thread.
+    // Lazy max (KERNEL_NOTES h29): P is first taken against the running max of the earlier
+    // tiles, which every warp already holds. Where no key of the tile leads it by more than
+    // kMaxLead, that P stands (P <= 2^kMaxLead, well inside fp16) and o and the sums need no
+    // rescale: no exchange over the 4 warps, one barrier fewer. Whether any thread saw such a
+    // lead rides on the P barrier (bar.red.or); only then (rarely: the running max settles
+    // within a few tiles) the exact max is exchanged and P written again. The first tile
+    // takes the exchange without the guess. A row's (max, sum, o) stay consistent either
+    // way, which is all the final division and the split merges need.
+    bool lead = false;
+    float base[kCols];
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) row_sum[c] *= corr[c];
-#pragma unroll
-    for (int db = 0; db < kDBlocks; ++db)
-#pragma unroll
-      for (int i = 0; i < kRegs; ++i) o[db][i] *= corr[acc_slot(i)];
-    constexpr int kPerStore = kPMatrices < 4 ? kPMatrices : 4;
-    const u32 p_lane = p_addr + p_row_off((lane >> 3) % kPerStore, lane, warp);
-#pragma unroll
-    for (int m0 = 0; m0 < kPMatrices; m0 += kPerStore) {
-      u32 pair[kPerStore];  // matrix m0 + q: registers 2 (m0 + q) + {0, 1} of block mb
-#pragma unroll
-      for (int q = 0; q < kPerStore; ++q) {
-        const int mb = (m0 + q) / (kRegs / 2), i = 2 * ((m0 + q) % (kRegs / 2));
-        const int c = acc_slot(i);  // i even: registers i, i + 1 hold slots c, c + 1
-        const float p0 = fast_exp2(s[mb][i] - base[c]), p1 = fast_exp2(s[mb][i + 1] - base[c + 1]);
-        row_sum[c] += p0;
-        row_sum[c + 1] += p1;
-        pair[q] = pack_f32x2<kMmaF16>(p0, p1);
-      }
-      stmatrix_trans(p_lane + 512 * m0, pair);
+    for (int c = 0; c < kCols; ++c) {
+      base[c] = row_max[c] == -kInf ? 0.f : row_max[c];  // never -inf - -inf
+      lead |= tmax[c] > row_max[c] + kMaxLead;            // -inf + kMaxLead stays -inf
     }
-    fence_proxy_async();
-    __syncthreads();
+    trace.mark(kTraceMax);
+
+    // P = exp2(S - base) -> shared memory as P^T (p_row_off), four 8x8 blocks per
+    // stmatrix; the tile's partial sums stay per thread.
+    float tsum[kCols];
+    auto write_p = [&] {
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) tsum[c] = 0.f;
+      constexpr int kPerStore = kPMatrices < 4 ? kPMatrices : 4;
+      const u32 p_lane = p_addr + p_row_off((lane >> 3) % kPerStore, lane, warp);
+#pragma unroll
+      for (int m0 = 0; m0 < kPMatrices; m0 += kPerStore) {
+        u32 pair[kPerStore];  // matrix m0 + q: registers 2 (m0 + q) + {0, 1} of block mb
+#pragma unroll
+        for (int q = 0; q < kPerStore; ++q) {
+          const int mb = (m0 + q) / (kRegs / 2), i = 2 * ((m0 + q) % (kRegs / 2));
+          const int c = acc_slot(i);  // i even: registers i, i + 1 hold slots c, c + 1
+          const float p0 = fast_exp2(s[mb][i] - base[c]), p1 = fast_exp2(s[mb][i + 1] - base[c + 1]);
+          tsum[c] += p0;
+          tsum[c + 1] += p1;
+          pair[q] = pack_f32x2<kMmaF16>(p0, p1);
+        }
+        stmatrix_trans(p_lane + 512 * m0, pair);
+      }
+      fence_proxy_async();
+    };
+    bool exact = it == 0;  // the first tile always leads (or sees no key): straight to the exchange
+    if (!exact) {
+      write_p();
+      exact = __syncthreads_or(lead);
+    }
+    if (exact) {
+      // The exact max over the 8 key rows of each warp, then over the 4 warps.
+      reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });
+      store_warp_columns(tmax, xchg, warp, lane);
+      __syncthreads();
+      float corr[kCols];
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j) {
+        float m0 = row_max[2 * j], m1 = row_max[2 * j + 1];
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          const float2 v = *reinterpret_cast<const float2*>(xchg + w * kN + 8 * j + 2 * (lane & 3));
+          m0 = fmaxf(m0, v.x);
+          m1 = fmaxf(m1, v.y);
+        }
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = 2 * j + e;
+          const float m = e ? m1 : m0;
+          base[c] = m == -kInf ? 0.f : m;
+          corr[c] = fast_exp2(row_max[c] - base[c]);
+          row_max[c] = m;
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) row_sum[c] *= corr[c];
+#pragma unroll
+      for (int db = 0; db < kDBlocks; ++db)
+#pragma unroll
+        for (int i = 0; i < kRegs; ++i) o[db][i] *= corr[acc_slot(i)];
+      write_p();
+      __syncthreads();
+    }
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) row_sum[c] += tsum[c];
     trace.mark(kTraceP);
 
     // O^T += V^T P^T: head dims (out_dim) x query rows.

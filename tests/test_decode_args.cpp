@@ -301,15 +301,17 @@ TEST_CASE("the splits of a launch form one cluster that merges in shared memory"
 TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
   DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
   // An fp8 cache on sm_90a: the hopper backend at any size and q_len; 128-key tiles for
-  // one row block of <= 32 rows on 64-token pages, 64 keys on 16-token pages or q_len 16.
+  // one row block of <= 16 rows on 64-token pages, 64 keys on 16-token pages or from 32 rows.
   p.kv = DType::fp8;
   p.batch = 64;
   p.max_pages_per_seq = 64;  // 4096 keys
   DecodePlan plan = decode_plan(p, h100());
   CHECK(plan.spec.backend == Backend::hopper);
   CHECK(normalized(plan.spec).kv_tile == 128);
-  p.q_len = 8;  // 32 rows
+  p.q_len = 4;  // 16 rows
   CHECK(normalized(decode_plan(p, h100()).spec).kv_tile == 128);
+  p.q_len = 8;  // 32 rows
+  CHECK(normalized(decode_plan(p, h100()).spec).kv_tile == 64);
   p.q_len = 16;  // 64 rows
   CHECK(normalized(decode_plan(p, h100()).spec).kv_tile == 64);
   p.q_len = 1;

@@ -197,6 +197,12 @@ std::vector<DecodeCase> feature_cases() {
     out.push_back(c);
     c.num_splits = 3;
     out.push_back(c);
+    c.q_len = 8;  // the same over 32-column speculative-decoding CTAs, a window on the bf16 one
+    c.group = 4;
+    c.num_splits = 0;
+    c.window = kv == DType::bf16 ? 900 : 0;
+    c.seq_lens = {2500, 8, 300};
+    out.push_back(c);
   }
   for (int splits : {2, 3, 16}) {  // forced split-KV
     DecodeCase c = base;
