@@ -16,8 +16,9 @@ enum TraceStage {
   kTraceIssue,     // issuing the copies of a later tile, its page lookups
   kTraceKFrag,     // fp8: K fragments built in registers
   kTraceSMma,      // S^T = K Q^T issued and retired
-  kTraceMax,       // scale, mask, column max across the warps (barrier)
-  kTraceP,         // exp2, P to shared memory, O rescale (barrier)
+  kTraceMax,       // scale, mask, the thread's column max and whether a key leads
+  kTraceP,         // exp2, P to shared memory (barrier); where a key leads, the max across
+                   // the warps (barrier), O rescale and P again (barrier)
   kTraceVFrag,     // fp8: V^T fragments built in registers
   kTraceOMma,      // O^T += V^T P^T issued and retired
   kTraceEpilogue,  // row sums, the CTA's rows to shared memory
