@@ -298,6 +298,33 @@ TEST_CASE("the splits of a launch form one cluster that merges in shared memory"
   CHECK(decode_plan(p, a100()).split_cluster == 1);  // no clusters before sm_90
 }
 
+TEST_CASE("split clusters of about one CTA per SM launch without PDL", "[decode]") {
+  DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64, bf16
+  p.batch = 2;
+  p.max_pages_per_seq = 64;  // L=4096: 8 splits, 128 CTAs in clusters of 8 on 132 SMs
+  DecodePlan plan = decode_plan(p, h100());
+  REQUIRE(plan.split_cluster == 8);
+  REQUIRE(plan.grid[0] * plan.grid[1] * plan.grid[2] == 128);
+  CHECK_FALSE(plan.programmatic_dependent_launch);
+  p.batch = 4;  // 256 CTAs: the next grid cannot start beside this one, PDL stays
+  plan = decode_plan(p, h100());
+  REQUIRE(plan.split_cluster > 1);
+  CHECK(plan.programmatic_dependent_launch);
+  p.batch = 1;  // fp8, L=2048: 64 CTAs in clusters of 8, half the SMs: PDL stays
+  p.kv = DType::fp8;
+  p.max_pages_per_seq = 32;
+  plan = decode_plan(p, h100());
+  REQUIRE(plan.split_cluster > 1);
+  REQUIRE(plan.grid[0] * plan.grid[1] * plan.grid[2] <= 66);
+  CHECK(plan.programmatic_dependent_launch);
+  p.batch = 2;
+  p.kv = DType::bf16;
+  p.max_pages_per_seq = 128;  // L=8192: 16 splits merge through the workspace, PDL stays
+  plan = decode_plan(p, h100());
+  REQUIRE(plan.split_cluster == 1);
+  CHECK(plan.programmatic_dependent_launch);
+}
+
 TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
   DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
   // An fp8 cache on sm_90a: the hopper backend at any size and q_len; 128-key tiles for

@@ -226,6 +226,14 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   if (plan.spec.arch.number() >= 90 && plan.num_splits > 1 && plan.num_splits <= xqajit_max_cluster_splits &&
       cluster_merge_fits)
     plan.split_cluster = plan.num_splits;
+  // Split clusters at about one CTA per SM with a second slot free launch plainly (H200,
+  // KERNEL_NOTES h31, plain vs PDL in one graph): the next grid's early clusters cost this
+  // one up to a quarter (bf16 B=2 L=4096, 128 CTAs in clusters of 8: 15.0 -> 11.8 us; B=2
+  // L=2048 9.4 -> 8.1, B=4 L=2048 13.3 -> 11.9, fp8 B=2 L=2048 7.6 -> 7.2). PDL stays where
+  // those clusters fill half the SMs or fewer (fp8 B=1 L=2048, 64 CTAs: 4.9 vs 5.2) and where
+  // the next grid cannot fit beside this one (B >= 4 at 256 CTAs: 0.1-0.7 us faster with it).
+  if (plan.split_cluster > 1 && 2 * ctas <= slots && 2 * ctas > device.sm_count)
+    plan.programmatic_dependent_launch = false;
   return plan;
 }
 

@@ -130,6 +130,13 @@ int main(int argc, char** argv) {
       for (int sp : {2, 4}) shapes.push_back({16, 4096, 32, 8, 128, bf, f8, 64, 64, sp});  // 4 CTAs/SM: 4 splits fill one wave
       for (int B : {1, 2, 4})  // the short-split rule's CTAs per SM at small batch (fp8, 128-key tiles)
         for (int L : {8192, 16384}) shapes.push_back({B, L, 32, 8, 128, bf, f8, 64, 0, 0});
+      for (int sp : {0, 8, 16}) shapes.push_back({2, 4096, 32, 8, 128, bf, f8, 64, 0, sp});  // splits of 2 tiles
+      for (int sp : {0, 12, 16, 24}) shapes.push_back({1, 6144, 32, 8, 128, bf, f8, 64, 0, sp});  // or of 4
+      for (int sp : {0, 16}) shapes.push_back({1, 4096, 32, 8, 128, bf, f8, 64, 0, sp});
+      for (DType kv : {bf, f8})  // small batches whose splits merge in a cluster (2..8 splits): PDL on and off
+        for (int B : {1, 2, 3, 4, 8})
+          for (int L : {2048, 4096, 8192})
+            if (B > 1 || L < 8192) shapes.push_back({B, L, 32, 8, 128, bf, kv, 64, 0, 0});
       for (int sp : {1, 2, 4}) shapes.push_back({16, 4096, 32, 8, 128, bf, bf, 64, 0, sp});
     }
 
