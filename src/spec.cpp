@@ -69,7 +69,7 @@ int default_kv_tile(const KernelSpec& s) {
   // 16x4096 38.2 vs 38.9, B=1 L=65536 39.3 vs 42.0, Hq 64 68.8 vs 73.5; B=1 L=8192 11.0
   // vs 10.8 and 16-token pages 139 vs 135.5 stay at 64; docs/KERNEL_NOTES.md h10).
   // Up to 16 rows: since the lazy max (h29) a 32-row CTA's tile no longer exchanges its
-  // max over the warps, and 64 keys won there (session 12 run 2, speculative decoding
+  // max over the warps, and 64 keys won there (session 12 run 3, speculative decoding
   // q_len 8 x group 4, first graph: 129.2-129.5 vs 134.9-135.7 us; 128 had won before, h12).
   if (s.backend == Backend::hopper)
     return s.kv == DType::fp8 && s.group * s.q_len <= 16 && s.head_dim <= 128 && s.page_size >= 64 ? 128 : 64;
