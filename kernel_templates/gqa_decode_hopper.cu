@@ -18,10 +18,10 @@
 // max, per-thread partial sums -> P^T to shared memory -> wgmma O^T; the column
 // max across the 4 warps (each holds 16 keys of every 64) is exchanged through
 // shared memory only on a tile where a key leads that max by far (the lazy max
-// in the loop). Sums are
-// reduced once at the end. The split-KV epilogue is the portable kernel's
-// (common/split_merge.cuh), or, where the launch made the splits one cluster,
-// a merge from each other's shared memory (common/cluster_merge.cuh).
+// in the loop). Sums are reduced once at the end. The split-KV epilogue is the
+// portable kernel's (common/split_merge.cuh), or, where the launch made the
+// splits one cluster, a merge from each other's shared memory
+// (common/cluster_merge.cuh).
 //
 // fp8 fragment maps (r = lane / 4, c = lane % 4, w = warp):
 //  * S^T, A = K: k-step 4g + s of thread (r, c) reads bytes 4s..4s+3 of the

@@ -211,7 +211,8 @@ TEST_CASE("L2 warm-up before the wait where the next grid cannot fit beside this
   plan = decode_plan(p, h100());
   REQUIRE(plan.num_splits > 1);
   CHECK_FALSE(plan.l2_warmup);
-  p.kv = DType::fp8;  // 8192 keys, fp8: two CTAs per SM on the hopper backend
+  p.kv = DType::fp8;  // 16384 keys, fp8: two CTAs per SM on the hopper backend
+  p.max_pages_per_seq = 256;
   CHECK(decode_plan(p, h100()).l2_warmup);
   p.kv = DType::bf16;
   p.batch = 64;
@@ -251,15 +252,38 @@ TEST_CASE("adjacent KV heads of an fp8 NHD cache launch as 2-CTA clusters", "[de
   p.kv = DType::bf16;  // 256-byte rows
   CHECK(decode_plan(p, h100()).kv_head_cluster == 1);
   p.kv = DType::fp8;
-  p.batch = 1;
-  p.max_pages_per_seq = 128;  // B=1 L=8192: 32 splits of 2 tiles
+  p.batch = 2;
+  p.max_pages_per_seq = 64;  // B=2 L=4096: 16 splits of 2 tiles
   plan = decode_plan(p, h100());
-  REQUIRE(plan.num_splits > 1);
+  REQUIRE(plan.num_splits == 16);
   CHECK(plan.kv_head_cluster == 1);
+  p.batch = 1;
   p.max_pages_per_seq = 1024;  // B=1 L=65536: 32 splits of 16 tiles
   CHECK(decode_plan(p, h100()).kv_head_cluster == 2);
   p.backend = Backend::portable;
   CHECK(decode_plan(p, h100()).kv_head_cluster == 1);
+}
+
+TEST_CASE("short fp8 splits go one CTA per SM where more splits than a cluster remain", "[decode]") {
+  DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
+  p.kv = DType::fp8;
+  p.batch = 1;
+  p.max_pages_per_seq = 128;  // B=1 L=8192: 16 splits of 4 tiles, not 32 of 2
+  DecodePlan plan = decode_plan(p, h100());
+  REQUIRE(plan.spec.backend == Backend::hopper);
+  CHECK(plan.num_splits == h100().sm_count / 8);
+  CHECK(plan.split_tokens == 4 * 128);
+  p.max_pages_per_seq = 96;  // L=6144: 16 splits of 3 tiles
+  CHECK(decode_plan(p, h100()).num_splits == 16);
+  p.max_pages_per_seq = 256;  // L=16384: 16 splits would be 8 tiles: two CTAs per SM, 32 splits
+  CHECK(decode_plan(p, h100()).num_splits == 32);
+  p.batch = 2;
+  p.max_pages_per_seq = 64;  // B=2 L=4096: one per SM would be 8 splits, a cluster's count
+  CHECK(decode_plan(p, h100()).num_splits == 16);
+  p.batch = 1;
+  p.max_pages_per_seq = 128;
+  p.kv_tile = 64;  // 64-key tiles keep filling their slots
+  CHECK(decode_plan(p, h100()).num_splits > 16);
 }
 
 TEST_CASE("the splits of a launch form one cluster that merges in shared memory", "[decode]") {

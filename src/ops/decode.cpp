@@ -172,7 +172,20 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   request.smem_bytes = geo.smem_bytes;
   request.merge_cap = merge_split_cap(geo.union_bytes, geo.rows_per_cta);
   request.requested = p.num_splits;
-  request.short_split_ctas_per_sm = hopper && p.kv == DType::fp8 ? 2 : 1;
+  // Short splits of a one-warpgroup fp8 CTA (hopper) fill two CTAs per SM: at one its chain
+  // bounds it (split_plan.cpp). Not where one per SM still leaves more splits than a cluster
+  // merges (the workspace merge either way) and splits of at most 4 tiles: there the second
+  // CTA's fixed costs (prologue, first tile, warm-up, twice the partials to merge) outweigh
+  // its overlap (H200, bench_decode --waves, sessions 11-13: B=1 L=8192 32 -> 16 splits
+  // 10.2-10.3 -> 9.9-10.0 us, L=6144 24 -> 16 9.8 -> 9.3). Longer splits keep two (B=1
+  // L=16384 at 16 splits of 8 tiles: 14.4 -> 14.6, h28), and so do split counts a cluster
+  // holds (B=2 L=4096 at 8 splits: 9.9 -> 10.2).
+  request.short_split_ctas_per_sm = 1;
+  if (hopper && p.kv == DType::fp8) {
+    const std::int64_t one_per_sm = device.sm_count / std::max<std::int64_t>(1, request.base_ctas);
+    const bool fewer_fatter = tile == 128 && one_per_sm > xqajit_max_cluster_splits && covered <= 4 * tile * one_per_sm;
+    request.short_split_ctas_per_sm = fewer_fatter ? 1 : 2;
+  }
   const SplitPlan split = plan_splits(kOp, request, device);
   plan.num_splits = split.num_splits;
   plan.split_tokens = split.split_tokens;

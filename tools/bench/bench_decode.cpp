@@ -128,7 +128,6 @@ int main(int argc, char** argv) {
         for (int sp : {0, 1, 2, 3}) shapes.push_back({128, 8192, 32, 8, 128, bf, kv, 64, 0, sp});
         for (int sp : {0, 8, 16, 24, 32, 48}) shapes.push_back({1, 8192, 32, 8, 128, bf, kv, 64, 0, sp});
       }
-      for (int sp : {0, 16, 32}) shapes.push_back({1, 8192, 32, 8, 128, bf, f8, 64, 128, sp});
       for (int sp : {0, 1, 2, 3, 4, 6}) shapes.push_back({16, 4096, 32, 8, 128, bf, f8, 64, 0, sp});
       for (DType kv : {bf, f8})  // 16 splits (one CTA per SM) against the slot rule's 32
         for (int sp : {0, 16, 32}) shapes.push_back({1, 65536, 32, 8, 128, bf, kv, 64, 0, sp});
@@ -144,7 +143,9 @@ int main(int argc, char** argv) {
       for (int sp : {1, 2, 4}) shapes.push_back({16, 4096, 32, 8, 128, bf, bf, 64, 0, sp});
     }
     // The mode's blocks overlap (the plan rows of B=1 L=8192 and the small batches recur in
-    // several): each shape is timed once, where it first appears.
+    // several): each shape is timed once, where it first appears. A shape that names the
+    // default tile (kv_tile 128 where the spec's default is 128) is another shape here and
+    // times the same kernel again: name it with kv_tile 0.
     std::vector<Shape> unique;
     for (const Shape& s : shapes)
       if (std::find(unique.begin(), unique.end(), s) == unique.end()) unique.push_back(s);
