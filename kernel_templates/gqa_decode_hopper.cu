@@ -196,7 +196,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
   const PagedKvRows kv_rows = gqa_kv_rows(args, b, h);
   gqa_prefetch_split_start<kThreads>(args, kv_rows, b, split);
   pdl_wait();
-  pdl_launch_dependents();
+  constexpr bool kLateTrigger = xqajit_gqa_hopper_late_trigger(kPageSize, kTile, kQLen);
+  if constexpr (!kLateTrigger) pdl_launch_dependents();
   StageTrace trace;  // no-op unless a trace variant (common/stage_trace.cuh)
 
   // ---- Q rows of this CTA: their loads first (common/q_rows.cuh) ---------------
@@ -293,7 +294,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
 
   const u32 q_addr = smem_addr(q_smem), p_addr = smem_addr(p_smem);
   trace.mark(kTracePrologue);
+  // The next grid launches once every CTA has issued its last tile's loads (kLateTrigger).
+  const int trigger_it = num_tiles > kStages ? num_tiles - kStages : 0;
+  if (kLateTrigger && num_tiles == 0) pdl_launch_dependents();
   for (int it = 0; it < num_tiles; ++it) {
+    if (kLateTrigger && it == trigger_it) pdl_launch_dependents();
     cp_async_wait<kStages - 2>();
     fence_proxy_async();  // this thread's cp.async (and Q) writes -> visible to wgmma (16-bit path)
     __syncthreads();      // tile `it` complete; every wgmma of tile it-1 has retired

@@ -9,6 +9,7 @@
 
 #include "support/fake_device.hpp"
 #include "xqajit/compiler.hpp"
+#include "gqa/hopper_geometry.h"
 #include "xqajit/decode_args.h"
 #include "xqajit/ops/decode.hpp"
 #include "xqajit/engine.hpp"
@@ -208,9 +209,20 @@ TEST_CASE("L2 warm-up before the wait where the next grid cannot fit beside this
   CHECK_FALSE(decode_plan(p, h100()).l2_warmup);
   p.programmatic_dependent_launch = true;
   p.max_pages_per_seq = 128;  // 8192 keys: 16 splits x 8 heads, one CTA per SM; the next grid fits beside
+  p.backend = Backend::portable;  // ... and arrives at this one's start
   plan = decode_plan(p, h100());
   REQUIRE(plan.num_splits > 1);
   CHECK_FALSE(plan.l2_warmup);
+  p.backend = Backend::hopper;  // ... or, tiles of at most two pages, near its end (the late trigger)
+  REQUIRE(xqajit_gqa_hopper_late_trigger(p.page_size, decode_plan(p, h100()).spec.kv_tile, 1));
+  CHECK(decode_plan(p, h100()).l2_warmup);
+  p.page_size = 16;  // 16-token pages: the trigger at the top
+  p.max_pages_per_seq = 512;
+  REQUIRE_FALSE(xqajit_gqa_hopper_late_trigger(p.page_size, decode_plan(p, h100()).spec.kv_tile, 1));
+  CHECK_FALSE(decode_plan(p, h100()).l2_warmup);
+  p.page_size = 64;
+  p.max_pages_per_seq = 128;
+  p.backend = Backend::automatic;
   p.kv = DType::fp8;  // 16384 keys, fp8: two CTAs per SM on the hopper backend
   p.max_pages_per_seq = 256;
   CHECK(decode_plan(p, h100()).l2_warmup);

@@ -64,3 +64,15 @@ constexpr XqajitDecodeGeometry xqajit_gqa_hopper_geometry(int head_dim, int grou
   g.ctas_per_sm = ctas_per_sm;
   return g;
 }
+
+// Where the hopper kernel lets the next grid launch (griddepcontrol.launch_dependents):
+// for one query token and tiles of at most two pages, once every CTA has issued its last
+// tile's loads, so the next grid's CTAs arrive near this grid's end even where they fit
+// beside it, and their L2 warm-up is not evicted by this grid's stream (docs/KERNEL_NOTES.md
+// h35: B=1 L=8192 -0.3 us); at the top otherwise: late, 16-token pages lost 0.3-0.6 us
+// (their first tile's page walk is more of the next grid's start than it can hide), and
+// speculative decoding, measured only at one split, ran 0.4 % slower with the trigger in
+// its loop. The host warms L2 for such grids (DecodePlan::l2_warmup).
+constexpr bool xqajit_gqa_hopper_late_trigger(int page_size, int kv_tile, int q_len) {
+  return q_len == 1 && kv_tile <= 2 * page_size;
+}

@@ -210,8 +210,13 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   const std::int64_t ctas = static_cast<std::int64_t>(plan.grid[0]) * plan.grid[1] * plan.grid[2];
   const std::int64_t slots =
       static_cast<std::int64_t>(device.sm_count) * resident_ctas_per_sm(device, geo.smem_bytes, geo.threads);
+  // The hopper kernel with pages of whole tiles lets the next grid launch only near its end
+  // (xqajit_gqa_hopper_late_trigger), so that grid's CTAs arrive late even where they fit
+  // beside this one, and warming pays there too (h35: bf16 B=1 L=8192 12.45 -> 12.1 us, fp8
+  // 9.95 -> 9.65; warmed with the trigger at the top it cost 0.6 us).
+  const bool next_arrives_late = hopper && xqajit_gqa_hopper_late_trigger(p.page_size, tile, p.q_len);
   plan.l2_warmup = plan.programmatic_dependent_launch && plan.num_splits > 1 && p.num_pages > 0 &&
-                   slots - ctas < ctas;
+                   (slots - ctas < ctas || next_arrives_late);
   // Adjacent KV heads as 2-CTA clusters (H200, KERNEL_NOTES h21): an fp8 head row of 128
   // bytes sits beside its neighbour's at a 1 KB token stride, and NHD fp8 read 1-2 % slower
   // than HND; CTAs of heads 2i and 2i + 1 started together read each 256-byte pair close

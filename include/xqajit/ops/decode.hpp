@@ -113,8 +113,9 @@ struct DecodePlan {
   bool programmatic_dependent_launch = false;
   /// Whether the kernel warms L2 with its split's first keys before griddepcontrol.wait
   /// (needs num_pages): PDL split launches too big for the next grid to fit beside them,
-  /// whose CTAs then arrive as this one's leave, during its merge tail
-  /// (docs/KERNEL_NOTES.md h15).
+  /// whose CTAs then arrive as this one's leave, during its merge tail (docs/KERNEL_NOTES.md
+  /// h15), and hopper launches whose kernel lets the next grid start only near its end
+  /// (one query token, tiles of at most two pages: xqajit_gqa_hopper_late_trigger, h35).
   bool l2_warmup = false;
   /// CTAs of adjacent KV heads launched as one thread-block cluster (grid.y): 2, or 1 for
   /// none. Where two heads' 128-byte rows sit side by side (an fp8 cache at head_dim 128,
