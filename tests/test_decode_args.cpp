@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <functional>
 
+#include "gqa/hopper_geometry.h"
 #include "support/fake_device.hpp"
 #include "xqajit/compiler.hpp"
-#include "gqa/hopper_geometry.h"
 #include "xqajit/decode_args.h"
 #include "xqajit/ops/decode.hpp"
 #include "xqajit/engine.hpp"

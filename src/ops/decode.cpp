@@ -183,7 +183,8 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   request.short_split_ctas_per_sm = 1;
   if (hopper && p.kv == DType::fp8) {
     const std::int64_t one_per_sm = device.sm_count / std::max<std::int64_t>(1, request.base_ctas);
-    const bool fewer_fatter = tile == 128 && one_per_sm > xqajit_max_cluster_splits && covered <= 4 * tile * one_per_sm;
+    const bool fewer_fatter =
+        tile == 128 && one_per_sm > xqajit_max_cluster_splits && covered <= 4 * tile * one_per_sm;
     request.short_split_ctas_per_sm = fewer_fatter ? 1 : 2;
   }
   const SplitPlan split = plan_splits(kOp, request, device);
@@ -210,10 +211,10 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   const std::int64_t ctas = static_cast<std::int64_t>(plan.grid[0]) * plan.grid[1] * plan.grid[2];
   const std::int64_t slots =
       static_cast<std::int64_t>(device.sm_count) * resident_ctas_per_sm(device, geo.smem_bytes, geo.threads);
-  // The hopper kernel with pages of whole tiles lets the next grid launch only near its end
-  // (xqajit_gqa_hopper_late_trigger), so that grid's CTAs arrive late even where they fit
-  // beside this one, and warming pays there too (h35: bf16 B=1 L=8192 12.45 -> 12.1 us, fp8
-  // 9.95 -> 9.65; warmed with the trigger at the top it cost 0.6 us).
+  // The hopper kernel for one query token and tiles of at most two pages lets the next grid
+  // launch only near its end (xqajit_gqa_hopper_late_trigger), so that grid's CTAs arrive
+  // late even where they fit beside this one, and warming pays there too (h35: bf16 B=1
+  // L=8192 12.45 -> 12.1 us, fp8 9.95 -> 9.65; warmed with the trigger at the top: +0.6 us).
   const bool next_arrives_late = hopper && xqajit_gqa_hopper_late_trigger(p.page_size, tile, p.q_len);
   plan.l2_warmup = plan.programmatic_dependent_launch && plan.num_splits > 1 && p.num_pages > 0 &&
                    (slots - ctas < ctas || next_arrives_late);
