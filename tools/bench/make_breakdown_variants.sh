@@ -43,7 +43,7 @@ for edit in edits:
 open(path, "w").write(text)
 PY
 }
-after_pdl=$'  pdl_launch_dependents();\n'
+after_pdl=$'  if constexpr (!kLateTrigger) pdl_launch_dependents();\n'  # a CTA that returns here counts as triggered
 split_keys=$'  const int split_begin = keys.begin, split_end = keys.end;\n'
 empty_split=$'  const int split_begin = keys.begin, split_end = keys.begin;\n'
 merge=$'  if (!multi) return trace.finish(num_tiles);\n'
