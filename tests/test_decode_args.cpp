@@ -221,7 +221,6 @@ TEST_CASE("L2 warm-up before the wait where the next grid cannot fit beside this
   REQUIRE_FALSE(xqajit_gqa_hopper_late_trigger(p.page_size, decode_plan(p, h100()).spec.kv_tile, 1));
   CHECK_FALSE(decode_plan(p, h100()).l2_warmup);
   p.page_size = 64;
-  p.max_pages_per_seq = 128;
   p.backend = Backend::automatic;
   p.kv = DType::fp8;  // 16384 keys, fp8: two CTAs per SM on the hopper backend
   p.max_pages_per_seq = 256;

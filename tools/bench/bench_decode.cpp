@@ -13,7 +13,6 @@
 #include <cstring>
 #include <random>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "bench/bench_common.hpp"
