@@ -17,22 +17,13 @@
 // Build on the dev host, run on the GPU machine:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o stream_floor tools/bench/stream_floor.cu
 //   ./stream_floor            # prints one row per (bytes, grid, loader)
-#include <cuda_runtime.h>
+#include "cuda_check.cuh"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-
-#define CHECK(x)                                                                            \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 namespace {
 

@@ -12,22 +12,13 @@
 //
 // Build on the dev host, run on the GPU machine:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ikernel_templates --expt-relaxed-constexpr -o wgmma_rate tools/bench/wgmma_rate.cu
-#include <cuda_runtime.h>
+#include "cuda_check.cuh"
 
 #include <cstdio>
 #include <cstdlib>
 
 #include "common/mma.cuh"
 #include "common/wgmma.cuh"
-
-#define CHECK(x)                                                                            \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 using namespace xqajit;
 
