@@ -15,7 +15,7 @@
 // and without.
 //
 // Build on the dev host, run on the GPU machine:
-//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o stream_floor tools/bench/stream_floor.cu
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ikernel_templates -o stream_floor tools/bench/stream_floor.cu
 //   ./stream_floor            # prints one row per (bytes, grid, loader)
 #include "cuda_check.cuh"
 
@@ -25,24 +25,23 @@
 #include <cstdlib>
 #include <vector>
 
+#include "common/mma.cuh"  // the GQA kernels' cp.async and shared-address helpers
+#include "common/pdl.cuh"
+
+using xqajit::cp_async_16;
+using xqajit::cp_async_commit;
+using xqajit::cp_async_wait;
+using xqajit::pdl_launch_dependents;
+using xqajit::pdl_wait;
+using xqajit::smem_addr;
+
 namespace {
 
 constexpr int kGroupThreads = 128;  // one warpgroup: the unit that owns a ring
 constexpr int kBulkBytes = 16 * 1024;  // one HND page of one head (64 tokens x 256 B)
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void group_sync(int group) {
   asm volatile("bar.sync %0, %1;" ::"r"(group + 1), "r"(kGroupThreads) : "memory");
-}
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
@@ -63,8 +62,6 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
 }
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdl_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 // The bulk loader: thread 0 of each warpgroup issues its slots as 16 KB bulk copies that
 // complete on the slot's mbarrier; every thread waits on the phase, then reads a word.
@@ -78,23 +75,23 @@ __global__ void stream_bulk(const unsigned char* src, long long group_bytes, int
   const unsigned char* const base = src + ((long long)blockIdx.x * groups + group) * group_bytes;
   const int slots = (int)(group_bytes / slot_bytes);
   if (t == 0)
-    for (int s = 0; s < stages; ++s) mbar_init(smem_u32(&bars[group][s]), 1);
+    for (int s = 0; s < stages; ++s) mbar_init(smem_addr(&bars[group][s]), 1);
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   pdl_wait();
-  pdl_launch();
+  pdl_launch_dependents();
   __syncthreads();
   auto issue = [&](int slot) {
     if (t != 0) return;
     const int s = slot % stages;
     const unsigned char* from = base + (long long)slot * slot_bytes;
-    const uint32_t to = smem_u32(ring + (size_t)s * slot_bytes), bar = smem_u32(&bars[group][s]);
+    const uint32_t to = smem_addr(ring + (size_t)s * slot_bytes), bar = smem_addr(&bars[group][s]);
     mbar_expect_tx(bar, slot_bytes);
     for (int off = 0; off < slot_bytes; off += kBulkBytes) bulk_copy(to + off, from + off, kBulkBytes, bar);
   };
   unsigned acc = 0;
   for (int s = 0; s < stages - 1 && s < slots; ++s) issue(s);
   for (int it = 0; it < slots; ++it) {
-    mbar_wait(smem_u32(&bars[group][it % stages]), (it / stages) & 1);
+    mbar_wait(smem_addr(&bars[group][it % stages]), (it / stages) & 1);
     group_sync(group);  // slot it - 1 is consumed by every thread: its ring slot is free
     if (it + stages - 1 < slots) issue(it + stages - 1);
     acc ^= reinterpret_cast<const unsigned*>(ring + (size_t)(it % stages) * slot_bytes)[t * 7];
@@ -114,11 +111,11 @@ __global__ void stream_cpasync(const unsigned char* src, long long group_bytes, 
   const unsigned char* const base = src + ((long long)blockIdx.x * groups + group) * group_bytes;
   const int slots = (int)(group_bytes / slot_bytes);
   pdl_wait();
-  pdl_launch();
+  pdl_launch_dependents();
   auto issue = [&](int slot) {
     const unsigned char* from = base + (long long)slot * slot_bytes;
-    const uint32_t to = smem_u32(ring + (size_t)(slot % kStages) * slot_bytes);
-    for (int off = t * 16; off < slot_bytes; off += kGroupThreads * 16) cp_async_16(to + off, from + off);
+    const uint32_t to = smem_addr(ring + (size_t)(slot % kStages) * slot_bytes);
+    for (int off = t * 16; off < slot_bytes; off += kGroupThreads * 16) cp_async_16(to + off, from + off, true);
   };
   unsigned acc = 0;
   for (int s = 0; s < kStages - 1; ++s) {
