@@ -218,12 +218,18 @@ Backend planned_backend(const KernelSpec& spec, bool split_launch) {
   // 16-bit caches, head_dim 128, one query token: hopper where the launch splits the
   // sequence (session 8 run 3: B=1 L=8192 13.3 vs 13.7 us, L=65536 66.4 vs 67.3, 16x4096
   // 65.6 vs 66.4; sessions 6-7 alike), portable for one-split grids (equal within 0.5 %:
-  // 128x8192 955 vs 958), at D=256 (147.5 vs 130.7) and for spec-dec (equal or behind).
+  // 128x8192 955 vs 958). Hopper at head_dim 256 and for speculative decoding at 128
+  // (session 16 run 5, H100, `xqajit tune` over batch {1,8,32,64} x length {1k..32k},
+  // groups 4 and 8, hopper's own split rule against this rule's portable choice): D=256
+  // faster in all 32 buckets (0.55-0.74 x the time at B=1, 0.98-0.997 x from B=32), q_len 8
+  // in 30 of 32 (0.85-0.996 x; B=1 group 8 at L=4096-8192 1.02-1.04 x); the session-14
+  // bench agrees on H200 (D=256 B=32 125.4 vs 128.3 us).
   // Hopper needs tiles of >= 64 keys.
   const bool hopper_arch = spec.kind == Kind::gqa && has_hopper(spec.arch) && (spec.kv_tile == 0 || spec.kv_tile >= 64);
   const bool fp8 = spec.kv == DType::fp8;
-  const bool split_16bit = split_launch && !fp8 && spec.head_dim == 128 && spec.q_len == 1;
-  return hopper_arch && (fp8 || split_16bit) ? Backend::hopper : default_backend(spec.kind, spec.arch);
+  const bool hopper_16bit = !fp8 && ((spec.head_dim == 128 && (spec.q_len > 1 || split_launch)) ||
+                                     (spec.head_dim == 256 && spec.q_len == 1));
+  return hopper_arch && (fp8 || hopper_16bit) ? Backend::hopper : default_backend(spec.kind, spec.arch);
 }
 
 std::vector<Backend> launch_backends(const KernelSpec& spec) {

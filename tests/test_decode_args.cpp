@@ -384,25 +384,28 @@ TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
   p.max_pages_per_seq = 64;
   p.batch = 1;
   CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
-  // A 16-bit cache: hopper where the launch splits the sequence (B=1, 4096 keys), portable
-  // for one-split grids (ties in bulk; the tuner may pick hopper per bucket), at D=256 and
-  // for speculative decoding.
+  // A 16-bit cache at D=128: hopper where the launch splits the sequence (B=1, 4096 keys)
+  // or for speculative decoding, portable for one-split grids of one query token (ties in
+  // bulk; the tuner may pick hopper per bucket). At D=256: hopper for one query token.
   p.kv = DType::bf16;
   REQUIRE(decode_plan(p, h100()).num_splits > 1);
   CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
   p.head_dim = 256;
-  CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
-  p.head_dim = 128;
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
+  p.batch = 64;
+  REQUIRE(decode_plan(p, h100()).num_splits == 1);
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
   p.q_len = 4;
   CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
+  p.head_dim = 128;
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
   p.q_len = 1;
-  p.batch = 64;
   REQUIRE(decode_plan(p, h100()).num_splits == 1);
   CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
   p.batch = 1;
-  // Speculative decoding: hopper for an fp8 cache, portable for a 16-bit one.
+  // Speculative decoding at B=1: hopper for both caches.
   p.q_len = 4;
-  CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
+  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
   p.kv = DType::fp8;
   CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
   p.q_len = 1;

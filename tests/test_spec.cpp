@@ -194,12 +194,17 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
   // (so what prewarm compiles for it).
   CHECK(planned_backend(gqa({{"kv", "fp8"}, {"input", "bf16"}})) == Backend::hopper);
   CHECK(planned_backend(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"q_len", "2"}})) == Backend::hopper);
-  CHECK(planned_backend(gqa({{"input", "bf16"}, {"q_len", "2"}})) == Backend::portable);
+  // A 16-bit cache with speculative decoding at head_dim 128: hopper (session 16, tuner).
+  CHECK(planned_backend(gqa({{"input", "bf16"}, {"q_len", "2"}})) == Backend::hopper);
   CHECK(planned_backend(gqa({{"head_dim", "128"}})) == Backend::portable);
   // A 16-bit cache: hopper where the launch splits the sequence, at head_dim 128 and q_len 1.
   CHECK(planned_backend(gqa({{"head_dim", "128"}}), /*split_launch=*/true) == Backend::hopper);
-  CHECK(planned_backend(gqa({{"head_dim", "256"}}), true) == Backend::portable);
-  CHECK(planned_backend(gqa({{"input", "bf16"}, {"q_len", "2"}}), true) == Backend::portable);
+  // ... and at head_dim 256 with one query token, split or not; portable otherwise.
+  CHECK(planned_backend(gqa({{"head_dim", "256"}}), true) == Backend::hopper);
+  CHECK(planned_backend(gqa({{"head_dim", "256"}})) == Backend::hopper);
+  CHECK(planned_backend(gqa({{"head_dim", "256"}, {"q_len", "2"}}), true) == Backend::portable);
+  CHECK(planned_backend(gqa({{"head_dim", "64"}}), true) == Backend::portable);
+  CHECK(planned_backend(gqa({{"input", "bf16"}, {"q_len", "2"}}), true) == Backend::hopper);
   CHECK(planned_backend(gqa({{"head_dim", "128"}, {"arch", "sm_90"}}), true) == Backend::portable);
   CHECK(planned_backend(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"backend", "portable"}})) == Backend::portable);
   CHECK(planned_backend(mla("sm_90a", "auto")) == Backend::hopper);
@@ -209,10 +214,12 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"head_dim", "256"}})) ==
         std::vector<Backend>{Backend::portable, Backend::hopper});
   CHECK(launch_backends(gqa({{"head_dim", "128"}})) == std::vector<Backend>{Backend::portable, Backend::hopper});
-  CHECK(launch_backends(gqa({{"head_dim", "256"}})) == std::vector<Backend>{Backend::portable});
+  CHECK(launch_backends(gqa({{"head_dim", "256"}})) == std::vector<Backend>{Backend::portable, Backend::hopper});
+  CHECK(launch_backends(gqa({{"head_dim", "256"}, {"q_len", "2"}})) == std::vector<Backend>{Backend::portable});
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"q_len", "4"}})) ==
         std::vector<Backend>{Backend::portable, Backend::hopper});
-  CHECK(launch_backends(gqa({{"input", "bf16"}, {"q_len", "4"}})) == std::vector<Backend>{Backend::portable});
+  CHECK(launch_backends(gqa({{"input", "bf16"}, {"q_len", "4"}})) ==
+        std::vector<Backend>{Backend::portable, Backend::hopper});
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"kv_tile", "32"}})) ==
         std::vector<Backend>{Backend::portable});
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"backend", "portable"}})) ==

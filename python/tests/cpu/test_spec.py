@@ -23,10 +23,11 @@ def test_auto_spec_lists_and_prewarms_every_kernel_its_launch_may_pick(tmp_path)
     assert len(s.kernels) == 2 and s.kernels[0] == s.name and s.kernels[1].endswith("_hopper_sm90a")
     assert xqajit.spec(s.name).kernels == (s.name,)  # a canonical name pins one kernel
     # A bf16 cache at head_dim 128: hopper where the launch splits, portable otherwise
-    # (both listed); at head_dim 256 portable only.
+    # (both listed); at head_dim 256 hopper for one query token, portable only for more.
     assert len(xqajit.spec(**dict(FIELDS, kv="bf16")).kernels) == 2
-    d256 = xqajit.spec(**dict(FIELDS, kv="bf16", head_dim=256))
-    assert d256.kernels == (d256.name,)
+    assert len(xqajit.spec(**dict(FIELDS, kv="bf16", head_dim=256)).kernels) == 2
+    d256_spec_dec = xqajit.spec(**dict(FIELDS, kv="bf16", head_dim=256, q_len=2))
+    assert d256_spec_dec.kernels == (d256_spec_dec.name,)
     engine = xqajit.Engine(cache_dir=tmp_path, log_level="error")
     results = engine.prewarm(s, jobs=1)
     assert [r.name for r in results] == list(s.kernels)
