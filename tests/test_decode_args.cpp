@@ -333,6 +333,33 @@ TEST_CASE("the splits of a launch form one cluster that merges in shared memory"
   CHECK(decode_plan(p, a100()).split_cluster == 1);  // no clusters before sm_90
 }
 
+TEST_CASE("speculative decoding's tall row blocks keep their splits to one cluster", "[decode]") {
+  DecodeParams p = valid_params();  // Hq 32 / Hkv 8 (group 4) / D 128, page 64
+  p.batch = 1;
+  p.max_pages_per_seq = 128;  // B=1 L=8192: 16 splits at q_len 1
+  REQUIRE(decode_plan(p, h100()).num_splits > xqajit_max_cluster_splits);
+  p.q_len = 8;  // 32 rows per KV head: at most a cluster's splits, merged in it
+  for (const Backend backend : {Backend::automatic, Backend::hopper, Backend::portable}) {
+    for (const DType kv : {DType::bf16, DType::fp8}) {
+      p.backend = backend;
+      p.kv = kv;
+      INFO("backend " << to_string(backend) << " kv " << to_string(kv));
+      const DecodePlan plan = decode_plan(p, h100());
+      CHECK(plan.num_splits == xqajit_max_cluster_splits);
+      CHECK(plan.split_cluster == plan.num_splits);
+    }
+  }
+  p.kv = DType::bf16;
+  p.backend = Backend::automatic;
+  p.num_splits = 16;  // a request may still ask for more (merged through the workspace)
+  CHECK(decode_plan(p, h100()).num_splits == 16);
+  p.num_splits = 0;
+  p.q_len = 4;  // 16 rows: the slot rule as before
+  CHECK(decode_plan(p, h100()).num_splits > xqajit_max_cluster_splits);
+  p.q_len = 8;  // no clusters before sm_90: the cap does not apply
+  CHECK(decode_plan(p, a100()).num_splits > xqajit_max_cluster_splits);
+}
+
 TEST_CASE("split clusters of about one CTA per SM launch without PDL", "[decode]") {
   DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64, bf16
   p.batch = 2;

@@ -172,6 +172,16 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   request.smem_bytes = geo.smem_bytes;
   request.merge_cap = merge_split_cap(geo.union_bytes, geo.rows_per_cta);
   request.requested = p.num_splits;
+  // A KV head of 32 or more query rows (speculative decoding) merges its splits in one
+  // cluster or pays for it: through the workspace, the last split's CTA reloads every
+  // split's rows, and at 16 splits that costs more than the extra splits save (H100,
+  // `xqajit tune`, bf16 B=1 q_len 8, KERNEL_NOTES h41: group 8 L=4096 16 -> 8 splits
+  // 42.4 -> 27.8 us on hopper, 41.2 -> 32.9 on portable; group 4 27.1 -> 20.5).
+  // (A cluster merge needs sm_90+; the portable kernel needs room for its merged rows beside
+  // its warps', the hopper kernel's are where its epilogue puts them.)
+  const bool cluster_merge_fits = hopper || xqajit_cluster_merge_fits(geo, p.head_dim);
+  const bool cluster_merge = plan.spec.arch.number() >= 90 && cluster_merge_fits;
+  if (cluster_merge && plan.spec.group * p.q_len >= 32) request.auto_cap = xqajit_max_cluster_splits;
   // Short splits of a one-warpgroup fp8 CTA (hopper) fill two CTAs per SM: at one its chain
   // bounds it (split_plan.cpp). Not where one per SM still leaves more splits than a cluster
   // merges (the workspace merge either way) and splits of at most 4 tiles: there the second
@@ -239,11 +249,8 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   // through distributed shared memory, no workspace round trip (H200, runs 2-3: B=16 fp8
   // 36.8 -> 35.8 us, bf16 65.3 -> 63.6, 8 splits at B=1 L=8192 -1 us). Up to 8 (the portable
   // size): a 16-CTA cluster lost 2.8 us at bf16 B=1 L=8192, and neither pinning one CTA per SM
-  // nor the SPREAD scheduling policy made it win (h26, h27). The portable kernel needs room
-  // for its merged rows beside its warps' (the hopper kernel's are where its epilogue puts them).
-  const bool cluster_merge_fits = hopper || xqajit_cluster_merge_fits(geo, p.head_dim);
-  if (plan.spec.arch.number() >= 90 && plan.num_splits > 1 && plan.num_splits <= xqajit_max_cluster_splits &&
-      cluster_merge_fits)
+  // nor the SPREAD scheduling policy made it win (h26, h27).
+  if (cluster_merge && plan.num_splits > 1 && plan.num_splits <= xqajit_max_cluster_splits)
     plan.split_cluster = plan.num_splits;
   // Split clusters at about one CTA per SM with a second slot free launch plainly (H200,
   // KERNEL_NOTES h31, plain vs PDL in one graph): the next grid's early clusters cost this

@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
         // speculative decoding: q_len 8 against q_len 1 of the same shape (issue #7: <= 1.1x with fp8)
         {64, 4096, 32, 8, 128, bf, f8, 64, 0, 0, false, 8}, {64, 4096, 32, 8, 128, bf, bf, 64, 0, 0, false, 8},
         {64, 4096, 32, 8, 128, bf, f8, 64, 128, 0, false, 8},  // the t128 of sessions 7-11 (now t64: h29)
+        // ... at B=1, where the plan keeps the splits to one cluster (h41), against 16 forced
+        {1, 8192, 32, 8, 128, bf, bf, 64, 0, 0, false, 8}, {1, 8192, 32, 8, 128, bf, f8, 64, 0, 0, false, 8},
+        {1, 8192, 32, 8, 128, bf, bf, 64, 0, 16, false, 8}, {1, 8192, 32, 8, 128, bf, f8, 64, 0, 16, false, 8},
     };
     if (quick) shapes.resize(4);
     // --sweep: the split count and tile at the shapes that miss a target (PDL on; us_nopdl off).

@@ -28,6 +28,7 @@ struct SplitRequest {
   int threads = 128;              ///< per CTA
   int smem_bytes = 0;             ///< per CTA
   int merge_cap = kMaxSplits;     ///< most splits the kernel's merge can stage (merge_split_cap)
+  int auto_cap = kMaxSplits;      ///< most splits the automatic choice takes (a request may ask more)
   int requested = 0;              ///< the caller's num_splits (0 = automatic)
   /// Short splits fill the SMs once with this many CTAs each (capped by what fits):
   /// 1 where a CTA streams at the SM's share of bandwidth alone, 2 where one CTA's
