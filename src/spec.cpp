@@ -71,8 +71,13 @@ int default_kv_tile(const KernelSpec& s) {
   // Up to 16 rows: since the lazy max (h29) a 32-row CTA's tile no longer exchanges its
   // max over the warps, and 64 keys won there (session 12 run 3, speculative decoding
   // q_len 8 x group 4, first graph: 129.2-129.5 vs 134.9-135.7 us; 128 had won before, h12).
-  if (s.backend == Backend::hopper)
-    return s.kv == DType::fp8 && s.group * s.q_len <= 16 && s.head_dim <= 128 && s.page_size >= 64 ? 128 : 64;
+  // From 64 rows (q_len 8 x group 8) 128 keys again, by far: 64-key tiles ran 2.2-2.6 x
+  // slower at every batch (H100, `xqajit tune`, KERNEL_NOTES h42: B=64 L=8192 1192 vs
+  // 456 us, B=16 L=4096 169 vs 85, B=4 L=8192 98 vs 67).
+  if (s.backend == Backend::hopper) {
+    const int rows = s.group * s.q_len;
+    return s.kv == DType::fp8 && (rows <= 16 || rows >= 64) && s.head_dim <= 128 && s.page_size >= 64 ? 128 : 64;
+  }
   // An fp8 cache halves the bytes per key, so a short tile cannot hide the
   // per-tile work: for one row tile, 128 keys at D <= 128 measured 3-7 % faster
   // than 64, and 64 keys at D = 256 17 % faster than 32 (docs/PERF.md, run 8);

@@ -354,6 +354,9 @@ TEST_CASE("speculative decoding's tall row blocks keep their splits to one clust
   p.num_splits = 16;  // a request may still ask for more (merged through the workspace)
   CHECK(decode_plan(p, h100()).num_splits == 16);
   p.num_splits = 0;
+  p.max_pages_per_seq = 512;  // L=32768: 16 splits of 32 tiles, long enough to merge through the workspace
+  CHECK(decode_plan(p, h100()).num_splits > xqajit_max_cluster_splits);
+  p.max_pages_per_seq = 128;
   p.q_len = 4;  // 16 rows: the slot rule as before
   CHECK(decode_plan(p, h100()).num_splits > xqajit_max_cluster_splits);
   p.q_len = 8;  // no clusters before sm_90: the cap does not apply
@@ -390,7 +393,7 @@ TEST_CASE("split clusters of about one CTA per SM launch without PDL", "[decode]
 TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
   DecodeParams p = valid_params();  // Hq 32 / Hkv 8 / D 128, page 64
   // An fp8 cache on sm_90a: the hopper backend at any size and q_len; 128-key tiles for
-  // one row block of <= 16 rows on 64-token pages, 64 keys on 16-token pages or from 32 rows.
+  // one row block of <= 16 rows or of 64 on 64-token pages, 64 keys on 16-token pages or at 32 rows.
   p.kv = DType::fp8;
   p.batch = 64;
   p.max_pages_per_seq = 64;  // 4096 keys
@@ -401,8 +404,13 @@ TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
   CHECK(normalized(decode_plan(p, h100()).spec).kv_tile == 128);
   p.q_len = 8;  // 32 rows
   CHECK(normalized(decode_plan(p, h100()).spec).kv_tile == 64);
-  p.q_len = 16;  // 64 rows
-  CHECK(normalized(decode_plan(p, h100()).spec).kv_tile == 64);
+  p.q_len = 16;  // 64 rows (h42)
+  CHECK(normalized(decode_plan(p, h100()).spec).kv_tile == 128);
+  p.num_q_heads = 64;  // group 8 x q_len 16: two row blocks of 64, each at 128 keys
+  plan = decode_plan(p, h100());
+  CHECK(normalized(plan.spec).kv_tile == 128);
+  CHECK(plan.smem_bytes > 0);
+  p.num_q_heads = 32;
   p.q_len = 1;
   p.page_size = 16;
   p.max_pages_per_seq = 256;

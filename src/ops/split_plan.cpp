@@ -31,7 +31,7 @@ SplitPlan plan_splits(const char* op, const SplitRequest& r, const DeviceInfo& d
     const std::int64_t sms = std::max(1, device.sm_count);
     const std::int64_t base = std::max<std::int64_t>(1, r.base_ctas);
     const std::int64_t max_splits =
-        std::clamp<std::int64_t>(r.covered_keys / (kMinSplitTiles * tile), 1, std::min(r.merge_cap, r.auto_cap));
+        std::clamp<std::int64_t>(r.covered_keys / (kMinSplitTiles * tile), 1, r.merge_cap);
     std::int64_t by_slots = std::clamp<std::int64_t>(sms * per_sm / base, 1, max_splits);
     // Short splits: each CTA pays fixed costs (two dependent round trips before its first
     // tile, its partial write, its share of the merge). Below kShortSplitTiles tiles those
@@ -46,6 +46,8 @@ SplitPlan plan_splits(const char* op, const SplitRequest& r, const DeviceInfo& d
       const std::int64_t ctas = std::clamp(r.short_split_ctas_per_sm, 1, per_sm);
       by_slots = std::clamp<std::int64_t>(sms * ctas / base, 1, max_splits);
     }
+    const std::int64_t tiles = (r.covered_keys + by_slots * tile - 1) / (by_slots * tile);
+    if (by_slots > r.short_split_cap && tiles <= kShortSplitTiles) by_slots = r.short_split_cap;
     splits = static_cast<int>(by_slots);
   }
   std::int64_t split_tokens = (r.covered_keys + splits - 1) / splits;

@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
         // ... at B=1, where the plan keeps the splits to one cluster (h41), against 16 forced
         {1, 8192, 32, 8, 128, bf, bf, 64, 0, 0, false, 8}, {1, 8192, 32, 8, 128, bf, f8, 64, 0, 0, false, 8},
         {1, 8192, 32, 8, 128, bf, bf, 64, 0, 16, false, 8}, {1, 8192, 32, 8, 128, bf, f8, 64, 0, 16, false, 8},
+        // 64 rows per KV head (q_len 8 x group 8): the plan's 128-key tile against 64 (h42)
+        {64, 4096, 64, 8, 128, bf, f8, 64, 0, 0, false, 8}, {64, 4096, 64, 8, 128, bf, f8, 64, 64, 0, false, 8},
+        {8, 4096, 64, 8, 128, bf, f8, 64, 0, 0, false, 8}, {8, 4096, 64, 8, 128, bf, f8, 64, 64, 0, false, 8},
     };
     if (quick) shapes.resize(4);
     // --sweep: the split count and tile at the shapes that miss a target (PDL on; us_nopdl off).

@@ -28,7 +28,9 @@ struct SplitRequest {
   int threads = 128;              ///< per CTA
   int smem_bytes = 0;             ///< per CTA
   int merge_cap = kMaxSplits;     ///< most splits the kernel's merge can stage (merge_split_cap)
-  int auto_cap = kMaxSplits;      ///< most splits the automatic choice takes (a request may ask more)
+  /// Most splits the automatic choice takes where its splits would be short (at most
+  /// kShortSplitTiles tiles); a request may ask for more.
+  int short_split_cap = kMaxSplits;
   int requested = 0;              ///< the caller's num_splits (0 = automatic)
   /// Short splits fill the SMs once with this many CTAs each (capped by what fits):
   /// 1 where a CTA streams at the SM's share of bandwidth alone, 2 where one CTA's
