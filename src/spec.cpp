@@ -226,7 +226,7 @@ Backend planned_backend(const KernelSpec& spec, bool split_launch) {
   // 128x8192 955 vs 958). Hopper at head_dim 256 and for speculative decoding at 128
   // (session 16 run 5, H100, `xqajit tune` over batch {1,8,32,64} x length {1k..32k},
   // groups 4 and 8, hopper's own split rule against this rule's portable choice): D=256
-  // faster in all 32 buckets (0.55-0.74 x the time at B=1, 0.98-0.997 x from B=32), q_len 8
+  // faster in all 32 buckets (0.55-0.89 x the time at B=1, 0.98-0.997 x from B=32), q_len 8
   // in 30 of 32 (0.85-0.996 x; B=1 group 8 at L=4096-8192 1.02-1.04 x); the session-14
   // bench agrees on H200 (D=256 B=32 125.4 vs 128.3 us).
   // Hopper needs tiles of >= 64 keys.

@@ -46,6 +46,8 @@ SplitPlan plan_splits(const char* op, const SplitRequest& r, const DeviceInfo& d
       const std::int64_t ctas = std::clamp(r.short_split_ctas_per_sm, 1, per_sm);
       by_slots = std::clamp<std::int64_t>(sms * ctas / base, 1, max_splits);
     }
+    // Short splits past short_split_cap cost more to merge than they save (decode.cpp: tall
+    // row blocks merge in one cluster); long ones amortize the merge and keep the slot count.
     const std::int64_t tiles = (r.covered_keys + by_slots * tile - 1) / (by_slots * tile);
     if (by_slots > r.short_split_cap && tiles <= kShortSplitTiles) by_slots = r.short_split_cap;
     splits = static_cast<int>(by_slots);
