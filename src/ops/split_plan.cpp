@@ -33,6 +33,7 @@ SplitPlan plan_splits(const char* op, const SplitRequest& r, const DeviceInfo& d
     const std::int64_t max_splits =
         std::clamp<std::int64_t>(r.covered_keys / (kMinSplitTiles * tile), 1, r.merge_cap);
     std::int64_t by_slots = std::clamp<std::int64_t>(sms * per_sm / base, 1, max_splits);
+    const auto tiles_per_split = [&](std::int64_t n) { return (r.covered_keys + n * tile - 1) / (n * tile); };
     // Short splits: each CTA pays fixed costs (two dependent round trips before its first
     // tile, its partial write, its share of the merge). Below kShortSplitTiles tiles those
     // outweigh a second CTA per SM, so fill the SMs once instead (run 8 sweep, H200,
@@ -41,15 +42,13 @@ SplitPlan plan_splits(const char* op, const SplitRequest& r, const DeviceInfo& d
     // A one-warpgroup fp8 CTA (hopper) is chain-bound at one per SM: two per SM, session
     // 5 runs 1-4: fp8 B=1 L=8192 32 splits 11.8-12.1 us vs 16 splits 12.6-12.9 (bf16:
     // 14.5-15.1 vs 14.2-14.4, so 16-bit caches keep one).
-    const std::int64_t split_tiles = (r.covered_keys + by_slots * tile - 1) / (by_slots * tile);
-    if (per_sm > 1 && split_tiles < kShortSplitTiles) {
+    if (per_sm > 1 && tiles_per_split(by_slots) < kShortSplitTiles) {
       const std::int64_t ctas = std::clamp(r.short_split_ctas_per_sm, 1, per_sm);
       by_slots = std::clamp<std::int64_t>(sms * ctas / base, 1, max_splits);
     }
     // Short splits past short_split_cap cost more to merge than they save (decode.cpp: tall
     // row blocks merge in one cluster); long ones amortize the merge and keep the slot count.
-    const std::int64_t tiles = (r.covered_keys + by_slots * tile - 1) / (by_slots * tile);
-    if (by_slots > r.short_split_cap && tiles <= kShortSplitTiles) by_slots = r.short_split_cap;
+    if (by_slots > r.short_split_cap && tiles_per_split(by_slots) <= kShortSplitTiles) by_slots = r.short_split_cap;
     splits = static_cast<int>(by_slots);
   }
   std::int64_t split_tokens = (r.covered_keys + splits - 1) / splits;
