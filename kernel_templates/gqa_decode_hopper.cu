@@ -60,7 +60,7 @@ namespace gqa_hopper {
 using namespace ::xqajit::gqa_flags;  // the spec flags (kHeadDim, kTile, kFp8Cache, ...)
 
 constexpr XqajitDecodeGeometry kGeo =
-    xqajit_gqa_hopper_geometry(kHeadDim, kGroup, kQLen, kTile, kCacheBytes, 90);
+    xqajit_gqa_hopper_geometry(kHeadDim, kGroup, kQLen, kTile, kCacheBytes, 90, kCtaRows);
 constexpr int kRows = kGeo.rows;
 constexpr int kN = kGeo.rows_per_cta;  // query rows of the CTA = wgmma N
 constexpr int kRowBlocks = kGeo.row_blocks;

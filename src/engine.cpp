@@ -40,7 +40,7 @@ struct KernelKeyHash {
     size_t h = static_cast<size_t>(k.device);
     for (long v : {long(s.kind), long(s.input), long(s.kv), long(s.output), long(s.head_dim),
                    long(s.page_size), long(s.group), long(s.q_len), long(s.sliding_window),
-                   long(s.arch.number()), long(s.arch.accel), long(s.kv_tile)})
+                   long(s.arch.number()), long(s.arch.accel), long(s.kv_tile), long(s.cta_rows)})
       h = h * 1000003u ^ static_cast<size_t>(v);
     return h;
   }

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <sstream>
 
+#include "gqa/hopper_geometry.h"
 #include "xqajit/error.hpp"
 
 namespace xqajit {
@@ -18,6 +19,7 @@ const std::vector<int> kAccelArchNumbers = {90, 100, 103, 110, 120, 121};
 const std::vector<int> kGqaHeadDims = {64, 128, 256};
 const std::vector<int> kPageSizes = {16, 32, 64, 128};
 const std::vector<int> kKvTiles = {16, 32, 64, 128};
+const std::vector<int> kCtaRows = {8, 16, 32, 64};
 constexpr int kMlaHeadDim = 576;
 constexpr int kMaxGqaGroup = 64;
 const std::vector<int> kMlaHeads = {16, 32, 64, 128};
@@ -155,13 +157,25 @@ void validate_backend(const KernelSpec& s) {
     throw SpecError("kv_tile", std::to_string(s.kv_tile), "0 (default), 64, 128 (kind=gqa backend=hopper)");
 }
 
+// Rows per CTA are the hopper GQA kernel's wgmma N; the other kernels have fixed row tiles.
+void validate_cta_rows(const KernelSpec& s) {
+  if (s.cta_rows == 0) return;
+  if (!contains(kCtaRows, s.cta_rows))
+    throw SpecError("cta_rows", std::to_string(s.cta_rows), "0 (default), " + join_ints(kCtaRows));
+  if (s.kind != Kind::gqa || s.backend != Backend::hopper)
+    throw SpecError("cta_rows", std::to_string(s.cta_rows), "0 (cta_rows needs kind=gqa backend=hopper)");
+}
+
+// The hopper kernel's own N for the spec's rows (hopper_geometry.h).
+int default_cta_rows(const KernelSpec& s) { return xqajit_gqa_hopper_n(s.group * s.q_len, s.head_dim); }
+
 }  // namespace
 
 bool operator==(const KernelSpec& a, const KernelSpec& b) {
   return a.kind == b.kind && a.input == b.input && a.kv == b.kv && a.output == b.output &&
          a.head_dim == b.head_dim && a.page_size == b.page_size && a.group == b.group &&
          a.q_len == b.q_len && a.sliding_window == b.sliding_window && a.arch == b.arch &&
-         a.kv_tile == b.kv_tile && a.backend == b.backend;
+         a.kv_tile == b.kv_tile && a.backend == b.backend && a.cta_rows == b.cta_rows;
 }
 
 std::string Arch::str() const { return fmt::format("sm_{}{}{}", major, minor, accel ? "a" : ""); }
@@ -237,6 +251,36 @@ Backend planned_backend(const KernelSpec& spec, bool split_launch) {
   return hopper_arch && (fp8 || hopper_16bit) ? Backend::hopper : default_backend(spec.kind, spec.arch);
 }
 
+int planned_cta_rows(const KernelSpec& spec, long long batch_kv_heads, int sm_count) {
+  if (spec.cta_rows != 0 || spec.kind != Kind::gqa || spec.backend != Backend::hopper || spec.q_len == 1 ||
+      spec.head_dim != 128)
+    return spec.cta_rows;
+  // Speculative decoding at small batch (H200, bench_decode --spec-rows, KERNEL_NOTES h43):
+  // the plan keeps 32+ rows' splits to one cluster of 8 (h41), so a KV head's rows in one
+  // CTA leave SMs idle where batch x KV heads is small, and a 64-row CTA's chain is slow at
+  // any batch below 16. Four row blocks (two for 16 rows) where batch x KV heads <= SMs / 16
+  // (B=1, Hkv 8: fp8 16 / 32 / 64 rows 16.1 -> 13.6, 22.0 -> 21.7, 31.1 -> 21.7 us; bf16
+  // 18.0 -> 16.9, 22.4 -> 21.6, 31.1 -> 25.3); 64 rows as two blocks of 32 up to SMs / 2
+  // (B=2-8: fp8 40.9 -> 29.2, 53.7 -> 42.9, 78.7 -> 66.7; bf16 39.3 -> 34.3, 59.3 -> 52.9,
+  // 89.1 -> 87.4). Larger batches keep one block: at B=4-8 smaller blocks lost up to 2 x.
+  const int n = default_cta_rows(spec);
+  if (n >= 16 && batch_kv_heads * 16 <= sm_count) return std::max(8, n / 4);
+  if (n == 64 && batch_kv_heads * 2 <= sm_count) return 32;
+  return 0;
+}
+
+namespace {
+// Every cta_rows planned_cta_rows may pick for `spec` (hopper), whatever the launch.
+std::vector<int> cta_rows_variants(const KernelSpec& spec) {
+  std::vector<int> out;
+  for (const int sm_count : {16, 2}) {  // one KV head on 16 SMs: the small-batch form; on 2: the 64-row one
+    const int rows = planned_cta_rows(spec, 1, sm_count);
+    if (rows != 0 && std::find(out.begin(), out.end(), rows) == out.end()) out.push_back(rows);
+  }
+  return out;
+}
+}  // namespace
+
 std::vector<Backend> launch_backends(const KernelSpec& spec) {
   if (spec.backend != Backend::automatic) return {spec.backend};
   std::vector<Backend> out{default_backend(spec.kind, spec.arch)};
@@ -262,6 +306,13 @@ std::vector<KernelSpec> launch_variants(const std::vector<KernelSpec>& specs) {
       KernelSpec variant = spec;
       if (backends.size() > 1) variant.backend = backend;
       out.push_back(variant);
+      if (backend != Backend::hopper) continue;
+      variant.backend = Backend::hopper;
+      for (const int rows : cta_rows_variants(variant)) {
+        KernelSpec rows_variant = variant;
+        rows_variant.cta_rows = rows;
+        out.push_back(rows_variant);
+      }
     }
   }
   return out;
@@ -302,6 +353,7 @@ void validate(const KernelSpec& s, const std::vector<int>& supported_archs) {
   if (uses_fp8 && s.arch.number() < kFirstFp8Arch)
     throw SpecError("arch", s.arch.str(), "sm_89 or newer when a dtype is fp8");
   validate_backend(s);
+  validate_cta_rows(s);
   if (!supported_archs.empty() && !contains(supported_archs, s.arch.number()))
     throw SpecError("arch", s.arch.str(),
                     fmt::format("what the installed NVRTC can target: sm_{}",
@@ -316,15 +368,17 @@ KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_
   // plain arch, so one cubin serves every GPU of that major (sm_90 runs on sm_90a).
   if (s.kind == Kind::mla && s.backend == Backend::portable) s.arch.accel = false;
   if (s.kv_tile == 0) s.kv_tile = default_kv_tile(s);
+  if (s.cta_rows >= default_cta_rows(s)) s.cta_rows = 0;  // the kernel's own N
   return s;
 }
 
 std::string canonical_name(const KernelSpec& spec) {
   const KernelSpec s = normalized(spec);
-  return fmt::format("{}_{}_kv{}_o{}_d{}_p{}_g{}_q{}_sw{}_t{}_{}_sm{}{}", to_string(s.kind),
+  return fmt::format("{}_{}_kv{}_o{}_d{}_p{}_g{}_q{}_sw{}_t{}{}_{}_sm{}{}", to_string(s.kind),
                      to_string(s.input), to_string(s.kv), to_string(s.output), s.head_dim,
                      s.page_size, s.group, s.q_len, s.sliding_window ? 1 : 0, s.kv_tile,
-                     to_string(s.backend), s.arch.number(), s.arch.accel ? "a" : "");
+                     s.cta_rows ? fmt::format("_r{}", s.cta_rows) : "", to_string(s.backend),
+                     s.arch.number(), s.arch.accel ? "a" : "");
 }
 
 bool looks_like_name(const std::string& text) {
@@ -333,7 +387,7 @@ bool looks_like_name(const std::string& text) {
 
 KernelSpec parse_name(const std::string& name) {
   const std::string expected =
-      "KIND_INPUT_kvKV_oOUT_dHEAD_pPAGE_gGROUP_qQLEN_sw{0|1}_tTILE_BACKEND_smARCH, "
+      "KIND_INPUT_kvKV_oOUT_dHEAD_pPAGE_gGROUP_qQLEN_sw{0|1}_tTILE[_rROWS]_BACKEND_smARCH, "
       "e.g. gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_portable_sm90a";
   std::vector<std::string> parts;
   std::stringstream ss(name);
@@ -344,8 +398,13 @@ KernelSpec parse_name(const std::string& name) {
       throw SpecError("name", name, expected);
     return parts[i].substr(pre.size());
   };
-  if (parts.size() != 12) throw SpecError("name", name, expected);
   KernelSpec s;
+  // An optional 11th part, rROWS: cta_rows where it is not the kernel's default.
+  if (parts.size() == 13 && parts[10].rfind('r', 0) == 0) {
+    s.cta_rows = parse_int("cta_rows", field(10, "r"));
+    parts.erase(parts.begin() + 10);
+  }
+  if (parts.size() != 12) throw SpecError("name", name, expected);
   s.kind = parse_kind(parts[0]);
   s.input = parse_dtype("input", field(1, ""));
   s.kv = parse_dtype("kv", field(2, "kv"));
@@ -383,13 +442,15 @@ std::vector<std::string> flags(const KernelSpec& spec) {
       def("MLA_BF16", mla && s.input == DType::bf16 && s.kv == DType::bf16),
       def("INPUT_FP8", s.input == DType::fp8),
       def("KV_TILE_TOKENS", s.kv_tile),
+      def("CTA_ROWS", s.cta_rows),
   };
 }
 
 const std::vector<std::string>& spec_field_names() {
   static const std::vector<std::string> names = {"kind",     "input",     "kv",    "output",
                                                  "head_dim", "page_size", "group", "q_len",
-                                                 "sliding_window", "arch", "kv_tile", "backend"};
+                                                 "sliding_window", "arch", "kv_tile", "backend",
+                                                 "cta_rows"};
   return names;
 }
 
@@ -423,6 +484,7 @@ KernelSpec spec_from_fields(const std::map<std::string, std::string>& fields,
   if (auto v = get("sliding_window")) s.sliding_window = parse_bool("sliding_window", *v);
   if (auto v = get("kv_tile")) s.kv_tile = parse_int("kv_tile", *v);
   if (auto v = get("backend")) s.backend = parse_backend(*v);
+  if (auto v = get("cta_rows")) s.cta_rows = parse_int("cta_rows", *v);
   if (auto v = get("arch")) s.arch = Arch::parse(*v);
   else if (default_arch) s.arch = *default_arch;
   else throw SpecError("arch", "(missing)", "an arch such as sm_90a; no GPU was found to default to");
@@ -443,7 +505,8 @@ std::map<std::string, std::string> spec_to_fields(const KernelSpec& spec) {
           {"sliding_window", s.sliding_window ? "1" : "0"},
           {"arch", s.arch.str()},
           {"kv_tile", std::to_string(s.kv_tile)},
-          {"backend", to_string(s.backend)}};
+          {"backend", to_string(s.backend)},
+          {"cta_rows", std::to_string(s.cta_rows)}};
 }
 
 }  // namespace xqajit

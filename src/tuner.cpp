@@ -40,7 +40,8 @@ bool candidate_fits(const KernelSpec& spec, const TunedChoice& choice) {
   const int arch = spec.arch.number(), kv_bytes = dtype_bytes(spec.kv);
   if (choice.backend == Backend::hopper) {
     if (choice.kv_tile < 64) return false;  // the swapped wgmma product needs 64 keys on M
-    return xqajit_gqa_hopper_geometry(spec.head_dim, spec.group, spec.q_len, choice.kv_tile, kv_bytes, arch)
+    return xqajit_gqa_hopper_geometry(spec.head_dim, spec.group, spec.q_len, choice.kv_tile, kv_bytes, arch,
+                                      spec.cta_rows)
                .stages != 0;
   }
   return xqajit_decode_geometry(spec.head_dim, spec.group, spec.q_len, choice.kv_tile, kv_bytes, arch)

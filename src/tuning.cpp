@@ -38,6 +38,7 @@ struct Fnv {
 
 bool same_spec_minus_knobs(KernelSpec a, KernelSpec b) {
   a.kv_tile = b.kv_tile = 0;
+  a.cta_rows = b.cta_rows = 0;
   a.backend = b.backend = Backend::automatic;
   return a == b;
 }
@@ -116,6 +117,7 @@ void TuningTable::insert(TuningEntry entry) {
   entry.key.batch = batch_bucket(entry.key.batch);
   entry.key.seq_len = seq_bucket(entry.key.seq_len);
   entry.key.spec.kv_tile = 0;
+  entry.key.spec.cta_rows = 0;
   entry.key.spec.backend = Backend::automatic;
   for (auto& e : entries_)
     if (e.key == entry.key) {

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "gqa/hopper_geometry.h"
+#include "support/expect_error.hpp"
 #include "support/fake_device.hpp"
 #include "xqajit/compiler.hpp"
 #include "xqajit/decode_args.h"
@@ -20,6 +21,7 @@ using xqajit::test::a100;
 using xqajit::test::fake;
 using xqajit::test::h100;
 using xqajit::test::rtx_sm120;
+using xqajit::test::spec_error;
 
 namespace {
 
@@ -354,13 +356,61 @@ TEST_CASE("speculative decoding's tall row blocks keep their splits to one clust
   p.num_splits = 16;  // a request may still ask for more (merged through the workspace)
   CHECK(decode_plan(p, h100()).num_splits == 16);
   p.num_splits = 0;
+  p.cta_rows = 32;  // one row block, as the cap was measured (the plan's own rows: below)
   p.max_pages_per_seq = 512;  // L=32768: 16 splits of 32 tiles, long enough to merge through the workspace
   CHECK(decode_plan(p, h100()).num_splits > xqajit_max_cluster_splits);
   p.max_pages_per_seq = 128;
   p.q_len = 4;  // 16 rows: the slot rule as before
+  p.cta_rows = 16;
   CHECK(decode_plan(p, h100()).num_splits > xqajit_max_cluster_splits);
   p.q_len = 8;  // no clusters before sm_90: the cap does not apply
+  p.cta_rows = 0;
   CHECK(decode_plan(p, a100()).num_splits > xqajit_max_cluster_splits);
+}
+
+TEST_CASE("speculative decoding at small batch runs a KV head's rows as several CTAs", "[decode]") {
+  DecodeParams p = valid_params();  // Hq 32 / Hkv 8 (group 4) / D 128, page 64
+  p.q_len = 8;                      // 32 rows per KV head
+  p.spec_mask = fake<std::uint32_t>(0x90000);
+  p.max_pages_per_seq = 128;        // L=8192
+  for (const DType kv : {DType::bf16, DType::fp8}) {
+    p.kv = kv;
+    p.batch = 1;  // batch x KV heads = 8 <= 132 / 16: four blocks of 8 rows
+    DecodePlan plan = decode_plan(p, h100());
+    CHECK(plan.spec.backend == Backend::hopper);
+    CHECK(plan.spec.cta_rows == 8);
+    CHECK(plan.grid[1] == 8u * 4);
+    CHECK(plan.workspace_bytes == decode_workspace_size(p, h100()));
+    p.batch = 4;  // one block, as before
+    plan = decode_plan(p, h100());
+    CHECK(plan.spec.cta_rows == 0);
+    CHECK(plan.grid[1] == 8u);
+  }
+  p.num_q_heads = 64;  // group 8: 64 rows, two blocks of 32 up to batch x KV heads = 66
+  p.batch = 8;
+  CHECK(decode_plan(p, h100()).spec.cta_rows == 32);
+  CHECK(decode_plan(p, h100()).grid[1] == 16u);
+  p.batch = 16;
+  CHECK(decode_plan(p, h100()).spec.cta_rows == 0);
+  // Asked for: kept at any batch; one that is the kernel's own N names no variant.
+  p.cta_rows = 16;
+  CHECK(decode_plan(p, h100()).spec.cta_rows == 16);
+  CHECK(decode_plan(p, h100()).grid[1] == 8u * 4);
+  p.batch = 1;
+  p.cta_rows = 64;
+  CHECK(decode_plan(p, h100()).spec.cta_rows == 0);
+  // The portable kernel has fixed row tiles: asking it for rows per CTA is an error that says so;
+  // the rule leaves it alone.
+  p.cta_rows = 8;
+  p.backend = Backend::portable;
+  CHECK_THROWS_AS(validate(p), ArgumentError);
+  p.cta_rows = 0;
+  CHECK(decode_plan(p, h100()).spec.cta_rows == 0);
+  p.backend = Backend::automatic;
+  p.cta_rows = 12;
+  CHECK_THROWS_AS(validate(p), ArgumentError);
+  p.cta_rows = 8;  // before sm_90a there is no hopper kernel
+  CHECK(spec_error([&] { decode_plan(p, a100()); }).field() == "cta_rows");
 }
 
 TEST_CASE("split clusters of about one CTA per SM launch without PDL", "[decode]") {

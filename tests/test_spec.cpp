@@ -252,3 +252,58 @@ TEST_CASE("arch parsing", "[spec]") {
   CHECK_THROWS_AS(Arch::parse("sm_"), SpecError);
   CHECK_THROWS_AS(Arch::parse("sm_75"), SpecError);
 }
+
+TEST_CASE("rows per CTA: a named variant of the hopper kernel, and the plan's small-batch rule", "[spec]") {
+  const std::map<std::string, std::string> q8 = {{"input", "bf16"}, {"group", "4"}, {"q_len", "8"},
+                                                 {"backend", "hopper"}};
+  auto with = [](std::map<std::string, std::string> f, const char* k, const char* v) { f[k] = v; return gqa(f); };
+  // Named only where it is not the kernel's own N (32 rows here), and printed back to itself.
+  const KernelSpec r8 = with(q8, "cta_rows", "8");
+  CHECK(canonical_name(r8) == "gqa_bf16_kvbf16_obf16_d128_p64_g4_q8_sw0_t64_r8_hopper_sm90a");
+  CHECK(parse_name(canonical_name(r8)) == normalized(r8));
+  CHECK(canonical_name(with(q8, "cta_rows", "32")) == canonical_name(gqa(q8)));
+  CHECK(canonical_name(with(q8, "cta_rows", "64")) == canonical_name(gqa(q8)));
+  CHECK(canonical_name(gqa(q8)) == "gqa_bf16_kvbf16_obf16_d128_p64_g4_q8_sw0_t64_hopper_sm90a");
+  CHECK_THROWS_AS(parse_name("gqa_bf16_kvbf16_obf16_d128_p64_g4_q8_sw0_t64_r32_hopper_sm90a"), SpecError);
+  CHECK_THROWS_AS(parse_name("gqa_bf16_kvbf16_obf16_d128_p64_g4_q8_sw0_t64_x8_hopper_sm90a"), SpecError);
+  CHECK(has_flag(r8, "-DCTA_ROWS=8"));
+  CHECK(has_flag(gqa(q8), "-DCTA_ROWS=0"));
+  CHECK(spec_to_fields(r8).at("cta_rows") == "8");
+  // Bad values name the field and what is allowed.
+  SpecError e = spec_error([&] { with(q8, "cta_rows", "12"); });
+  CHECK(e.field() == "cta_rows");
+  CHECK(e.allowed() == "0 (default), 8, 16, 32, 64");
+  e = spec_error([&] {
+    auto f = q8;
+    f["backend"] = "portable";
+    with(f, "cta_rows", "8");
+  });
+  CHECK(e.field() == "cta_rows");
+  CHECK(e.allowed().find("backend=hopper") != std::string::npos);
+  CHECK(spec_error([&] { with(q8, "cta_rows", "eight"); }).field() == "cta_rows");
+
+  // The rule: four row blocks (two for 16 rows) where batch x KV heads <= SMs / 16, 64 rows as
+  // two blocks of 32 up to SMs / 2; only for speculative decoding at head_dim 128 on hopper.
+  const KernelSpec g4q8 = normalized(gqa(q8));
+  const KernelSpec g4q4 = normalized(with(q8, "q_len", "4"));
+  const KernelSpec g8q8 = normalized(with(q8, "group", "8"));
+  CHECK(planned_cta_rows(g4q8, 8, 132) == 8);
+  CHECK(planned_cta_rows(g4q4, 8, 132) == 8);
+  CHECK(planned_cta_rows(g8q8, 8, 132) == 16);
+  CHECK(planned_cta_rows(g4q8, 16, 132) == 0);
+  CHECK(planned_cta_rows(g8q8, 16, 132) == 32);
+  CHECK(planned_cta_rows(g8q8, 64, 132) == 32);
+  CHECK(planned_cta_rows(g8q8, 128, 132) == 0);
+  CHECK(planned_cta_rows(normalized(r8), 128, 132) == 8);  // asked for: kept
+  CHECK(planned_cta_rows(normalized(with(q8, "q_len", "1")), 1, 132) == 0);
+  CHECK(planned_cta_rows(normalized(with(q8, "head_dim", "256")), 1, 132) == 0);
+  auto portable = q8;
+  portable["backend"] = "portable";
+  CHECK(planned_cta_rows(normalized(gqa(portable)), 1, 132) == 0);
+  // Prewarm compiles every variant the rule may pick.
+  auto auto_q8 = q8;
+  auto_q8.erase("backend");
+  std::vector<int> rows;
+  for (const KernelSpec& v : launch_variants({gqa(auto_q8), with(q8, "group", "8")})) rows.push_back(v.cta_rows);
+  CHECK(rows == std::vector<int>{0, 0, 8, 0, 16, 32});  // portable, hopper + r8; g8 hopper + r16, r32
+}

@@ -49,6 +49,11 @@ struct KernelSpec {
   Arch arch;
   int kv_tile = 0;           // variant knob: KV tokens per CTA step; 0 = the kernel's default
   Backend backend = Backend::automatic;
+  /// Variant knob of the GQA hopper kernel: query rows per CTA, its wgmma N (8, 16, 32
+  /// or 64); 0 = all of a KV head's rows, up to 64 (32 at head_dim 256). Fewer rows per
+  /// CTA run more CTAs per KV head: the launch plan's choice for speculative decoding at
+  /// small batch (planned_cta_rows). Named (`_rN`) only where it differs from the default.
+  int cta_rows = 0;
 
   friend bool operator==(const KernelSpec& a, const KernelSpec& b);
   friend bool operator!=(const KernelSpec& a, const KernelSpec& b) { return !(a == b); }
@@ -66,13 +71,19 @@ std::vector<Backend> backends_for(Kind kind, const Arch& arch);
 /// launch splits the sequence (`split_launch`); else what the spec resolves to).
 /// Allocates nothing (decode_plan calls it per launch).
 Backend planned_backend(const KernelSpec& spec, bool split_launch = false);
+/// The cta_rows a launch of `spec` runs (its backend resolved): its own when set; for
+/// the GQA hopper kernel with q_len > 1 at head_dim 128 the measured small-batch rule
+/// (KERNEL_NOTES h43) from the launch's batch x KV heads and the device's SMs; else 0.
+/// Allocates nothing.
+int planned_cta_rows(const KernelSpec& spec, long long batch_kv_heads, int sm_count);
 /// The backends a launch of `spec` may run: its own when set; for backend=auto, the
 /// one the spec resolves to and whatever planned_backend picks, split or not.
 /// Prewarming an auto spec compiles all of them, so no launch compiles.
 std::vector<Backend> launch_backends(const KernelSpec& spec);
 /// `specs` with each backend=auto spec that may run more than one backend replaced
-/// by one spec per launch backend (explicit backends), order kept: the kernels a
-/// prewarm of `specs` compiles.
+/// by one spec per launch backend (explicit backends), and each hopper one followed by
+/// the cta_rows variants planned_cta_rows may pick, order kept: the kernels a prewarm
+/// of `specs` compiles.
 std::vector<KernelSpec> launch_variants(const std::vector<KernelSpec>& specs);
 DType parse_dtype(const std::string& field, const std::string& text);
 int dtype_bytes(DType d);
@@ -81,12 +92,14 @@ int dtype_bytes(DType d);
 /// nvrtcGetSupportedArchs, as numbers like 90) is checked when not empty.
 void validate(const KernelSpec& spec, const std::vector<int>& supported_archs = {});
 
-/// The spec with defaults resolved (backend, kv_tile), so equal kernels get equal names.
+/// The spec with defaults resolved (backend, kv_tile; cta_rows 0 where it is the
+/// kernel's default), so equal kernels get equal names.
 /// Validates first.
 KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_archs = {});
 
 /// Deterministic, filesystem-safe name, e.g.
 ///   gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_portable_sm90a
+///   gqa_bf16_kvbf16_obf16_d128_p64_g4_q8_sw0_t64_r8_hopper_sm90a  (cta_rows 8)
 /// Normalizes (and so validates) first.
 std::string canonical_name(const KernelSpec& spec);
 

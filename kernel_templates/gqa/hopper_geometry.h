@@ -7,7 +7,8 @@
 // instruction) and the CTA's query rows (q_len x group pairs of one KV head) on
 // its N side, padded to 8/16/32/64, so a group of 4 costs 8 columns instead of a
 // 64-row tile. One warpgroup (128 threads) per CTA; O^T = V^T P^T keeps the
-// head dims on M. Rows past N go to more row blocks (grid.y).
+// head dims on M. Rows past N go to more row blocks (grid.y); the spec's cta_rows
+// can ask for a smaller N, so that a small batch's rows fill more SMs (h43).
 //
 // Shared memory (1024-aligned base, +1024 slack for the alignment), every
 // 16-bit operand in 128-byte-swizzled atoms [64-column block][rows][128 B]:
@@ -28,11 +29,13 @@ constexpr int xqajit_gqa_hopper_n(int rows, int head_dim) {
   return n;
 }
 
+// `cta_rows`: the spec's N (8, 16, 32 or 64, at most the default), 0 = the default.
 constexpr XqajitDecodeGeometry xqajit_gqa_hopper_geometry(int head_dim, int group, int q_len, int kv_tile,
-                                                          int cache_bytes, int arch) {
+                                                          int cache_bytes, int arch, int cta_rows) {
   XqajitDecodeGeometry g{};
   g.rows = q_len * group;
-  g.rows_per_cta = xqajit_gqa_hopper_n(g.rows, head_dim);
+  const int n = xqajit_gqa_hopper_n(g.rows, head_dim);
+  g.rows_per_cta = cta_rows > 0 && cta_rows < n ? cta_rows : n;
   g.row_blocks = (g.rows + g.rows_per_cta - 1) / g.rows_per_cta;
   g.warp_rows = 1;
   g.warp_kv = 4;

@@ -18,6 +18,9 @@
 #ifndef LOW_PREC_OUTPUT
 #define LOW_PREC_OUTPUT 0
 #endif
+#ifndef CTA_ROWS
+#define CTA_ROWS 0
+#endif
 
 namespace xqajit {
 namespace gqa_flags {
@@ -26,6 +29,7 @@ constexpr int kHeadDim = HEAD_ELEMS;
 constexpr int kGroup = HEAD_GRP_SIZE;
 constexpr int kPageSize = TOKENS_PER_PAGE;
 constexpr int kTile = KV_TILE_TOKENS;
+constexpr int kCtaRows = CTA_ROWS;  // hopper: query rows per CTA (wgmma N); 0 = all, up to 64
 constexpr bool kSpecDec = SPEC_DEC != 0;
 constexpr int kQLen = kSpecDec ? SPEC_Q_SEQ_LEN : 1;
 constexpr bool kFp16 = INPUT_FP16 != 0;

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "ops/arg_checks.hpp"
 #include "gqa/hopper_geometry.h"
@@ -105,6 +106,11 @@ void validate(const DecodeParams& p) {
     fail("num_splits", fmt::format("= {}: allowed 0 (automatic) to {}", p.num_splits, kMaxSplits));
   if (p.kv_tile != 0 && !one_of(p.kv_tile, {16, 32, 64, 128}))
     fail("kv_tile", fmt::format("= {}: allowed 0 (default), 16, 32, 64, 128", p.kv_tile));
+  if (p.cta_rows != 0 && !one_of(p.cta_rows, {8, 16, 32, 64}))
+    fail("cta_rows", fmt::format("= {}: allowed 0 (the plan's choice), 8, 16, 32, 64", p.cta_rows));
+  if (p.cta_rows != 0 && p.backend == Backend::portable)
+    fail("cta_rows", fmt::format("= {} with backend portable: rows per CTA are the hopper kernel's "
+                                 "(backend hopper or auto on sm_90a), or 0", p.cta_rows));
   const Strides s = resolved_strides(p);
   const std::int64_t pages = std::max(p.num_pages, 2);
   check_strides("q", {Dim{p.batch, s.q_b, "q_stride_batch"}, Dim{p.q_len, s.q_t, "q_stride_token"},
@@ -134,7 +140,9 @@ KernelSpec decode_spec(const DecodeParams& p, const Arch& arch) {
   s.sliding_window = p.sliding_window > 0;
   s.arch = arch;
   s.kv_tile = p.kv_tile;  // 0: the spec's default (default_kv_tile in spec.cpp)
-  s.backend = p.backend;
+  s.cta_rows = p.cta_rows;  // 0: the plan's choice (planned_cta_rows in spec.cpp)
+  // Rows per CTA are the hopper kernel's: asking for them with backend auto asks for it.
+  s.backend = p.cta_rows != 0 && p.backend == Backend::automatic ? Backend::hopper : p.backend;
   return s;
 }
 
@@ -144,11 +152,15 @@ namespace {
 DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInfo& device) {
   DecodePlan plan;
   plan.spec = normalized(decode_spec(p, arch));
+  // Rows per CTA: the caller's (one that is the kernel's own N names no variant), else the
+  // measured small-batch rule (hopper, q_len > 1).
+  if (p.cta_rows == 0)
+    plan.spec.cta_rows = planned_cta_rows(plan.spec, static_cast<long long>(p.batch) * p.num_kv_heads, device.sm_count);
   const int tile = plan.spec.kv_tile;
   const bool hopper = plan.spec.backend == Backend::hopper;
   const XqajitDecodeGeometry geo =
       hopper ? xqajit_gqa_hopper_geometry(p.head_dim, plan.spec.group, p.q_len, tile, dtype_bytes(p.kv),
-                                          plan.spec.arch.number())
+                                          plan.spec.arch.number(), plan.spec.cta_rows)
              : xqajit_decode_geometry(p.head_dim, plan.spec.group, p.q_len, tile, dtype_bytes(p.kv),
                                       plan.spec.arch.number());
   if (geo.stages == 0)
@@ -271,7 +283,7 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
   ChoiceSource source = ChoiceSource::heuristic;
   // --- tuning (#8): knobs the caller left automatic come from the tuning table ---
   DecodeParams p = params;  // a plain struct copy: no allocation
-  if (p.kv_tile == 0 && p.num_splits == 0 && p.backend == Backend::automatic) {
+  if (p.kv_tile == 0 && p.num_splits == 0 && p.cta_rows == 0 && p.backend == Backend::automatic) {
     const TunedLookup tuned = tuned_choice(device, decode_spec(p, arch), p.batch,
                                            static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size);
     if (tuned.source != ChoiceSource::heuristic) {
@@ -282,6 +294,14 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
     }
   }
   // --- end tuning ---
+  // Rows per CTA are the hopper kernel's: asking for them asks for it.
+  if (p.cta_rows != 0 && p.backend == Backend::automatic) {
+    const std::vector<Backend> have = backends_for(Kind::gqa, arch);
+    if (std::find(have.begin(), have.end(), Backend::hopper) == have.end())
+      throw SpecError("cta_rows", std::to_string(p.cta_rows),
+                      fmt::format("0 on {} (rows per CTA are the hopper kernel's, sm_90a only)", arch.str()));
+    p.backend = Backend::hopper;
+  }
   // backend=auto: the measured rule (planned_backend, spec.cpp), unless tuned above.
   if (p.backend == Backend::automatic) {
     const KernelSpec auto_spec = decode_spec(p, arch);

@@ -28,6 +28,7 @@ struct DecodeCase {
   bool scale_ptrs = false;   // scales through device pointers
   bool padded_q = false;     // Q/out rows with extra stride (non-contiguous heads)
   int num_splits = 0;
+  int cta_rows = 0;          // hopper rows per CTA; 0 = the plan's choice
   float q_scale = 1.f, kv_scale = 1.f, rcp_out_scale = 1.f;
   int extra_pages = 0;       // columns of block_table beyond what the longest request needs
   // auto unless XQAJIT_TEST_DECODE_BACKEND (auto|portable|hopper) forces one for every case.
@@ -160,6 +161,7 @@ struct DecodeProblem {
     p.rcp_out_scale = c.rcp_out_scale;
     p.sliding_window = c.window;
     p.num_splits = c.num_splits;
+    p.cta_rows = c.cta_rows;
     p.backend = c.backend;
     out_elems = q_elems;
 

@@ -31,11 +31,11 @@ std::string describe(const DecodeCase& c) {
   std::string lens;
   for (size_t i = 0; i < c.seq_lens.size() && i < 8; ++i) lens += std::to_string(c.seq_lens[i]) + ",";
   return fmt::format("backend={} in={} kv={} out={} D={} P={} group={} Hk={} q_len={} B={} lens=[{}...] {} window={} "
-                     "sinks={} scale_ptrs={} splits={}",
+                     "sinks={} scale_ptrs={} splits={} cta_rows={}",
                      to_string(c.backend), to_string(c.input), to_string(c.kv), to_string(c.output), c.head_dim, c.page_size,
                      c.group, c.num_kv_heads, c.q_len, c.seq_lens.size(), lens,
                      c.layout == KvLayout::nhd ? "NHD" : "HND", c.window, c.sinks, c.scale_ptrs,
-                     c.num_splits);
+                     c.num_splits, c.cta_rows);
 }
 
 struct Stats {
@@ -379,6 +379,54 @@ TEST_CASE("splits launched as one cluster merge in shared memory and match the r
     CHECK(planned >= static_cast<int>(cases.size()) / 2);  // forced 2..8 splits always qualify
     CHECK(clustered == planned);
   }
+}
+
+TEST_CASE("query rows split over several CTAs (cta_rows) match the reference", "[gpu][decode]") {
+  // KernelSpec::cta_rows: the hopper kernel runs a KV head's rows as row blocks of 8-32,
+  // asked for or the plan's small-batch rule (planned_cta_rows); randomized over the family.
+  if (device().best_arch().number() != 90 || DecodeCase::test_backend() == Backend::portable) {
+    WARN("skipped: rows per CTA are the hopper kernel's (sm_90a, backend hopper or auto)");
+    return;
+  }
+  std::vector<DecodeCase> cases;
+  for (int i = 0; i < 12; ++i) {
+    DecodeCase c;
+    c.input = rng()() % 2 ? DType::bf16 : DType::fp16;
+    c.kv = rng()() % 2 ? DType::fp8 : c.input;
+    c.output = c.kv == DType::fp8 && rng()() % 4 == 0 ? DType::fp8 : c.input;
+    c.rcp_out_scale = 2.f;
+    c.head_dim = i % 6 == 5 ? (i % 4 == 1 ? 64 : 256) : 128;
+    c.group = 4 << (rng()() % 3);  // 4, 8, 16
+    c.q_len = i % 4 == 0 ? 1 : 2 + static_cast<int>(rng()() % 7);
+    if (c.q_len == 1) c.group = 16 << (rng()() % 3);  // 16-64 rows of one token
+    c.num_kv_heads = 1 + static_cast<int>(rng()() % 3);
+    c.page_size = 16 << (rng()() % 4);
+    c.layout = rng()() % 2 ? KvLayout::hnd : KvLayout::nhd;
+    c.window = rng()() % 4 == 0 ? 100 + static_cast<int>(rng()() % 2000) : 0;
+    c.num_splits = rng()() % 2 ? 0 : 2 + static_cast<int>(rng()() % 10);  // automatic, or 2..11
+    c.sinks = rng()() % 3 == 0;
+    c.scale_ptrs = rng()() % 2 == 0;
+    draw_scales(c);
+    // Asked for (8, 16 or 32 rows per CTA), or 0: the plan's choice, which splits the rows of
+    // speculative decoding at head_dim 128 where batch x KV heads is small (as here).
+    c.cta_rows = i % 3 == 2 ? 0 : 8 << (rng()() % 3);
+    c.seq_lens = random_lens(1 + static_cast<int>(rng()() % 3), 5000, i % 2 == 0);
+    fit_draft_lengths(c);
+    cases.push_back(c);
+  }
+  prewarm(cases);
+  CudaStream stream;
+  int row_blocked = 0;  // cases whose CTAs hold fewer rows than the kernel's default N
+  for (const DecodeCase& c : cases) {
+    DecodeProblem pr(c, rng(), device());
+    const DecodePlan plan = decode_plan(pr.dev, device());
+    REQUIRE(plan.spec.backend == Backend::hopper);
+    row_blocked += plan.spec.cta_rows != 0;
+    run_and_check(pr, stream.get());
+  }
+  std::fprintf(stderr, "row-block cases: %zu, in smaller row blocks than the default: %d\n", cases.size(),
+               row_blocked);
+  CHECK(row_blocked >= static_cast<int>(cases.size()) / 2);
 }
 
 TEST_CASE("split-KV counters reset themselves across launches", "[gpu][decode]") {

@@ -36,6 +36,7 @@ struct Shape {
   int splits = 0;   // 0 = the launcher's choice
   bool hnd = false; // HND pages (each head's page is one contiguous block)
   int q_len = 1;    // > 1: speculative decoding with a causal mask over the drafts
+  int cta_rows = 0; // hopper rows per CTA; 0 = the plan's choice, 64 = one block of all rows
 };
 
 // XQAJIT_BENCH_BACKENDS=portable,hopper times every shape with each backend
@@ -145,6 +146,19 @@ int main(int argc, char** argv) {
       for (int sp : {1, 2, 4}) shapes.push_back({16, 4096, 32, 8, 128, bf, bf, 64, 0, sp});
     }
 
+    // --spec-rows: speculative decoding at small batch, the plan's rows per CTA (h43) against
+    // one block of all of a KV head's rows (the plan before h43).
+    if (argc > 1 && std::string(argv[1]) == "--spec-rows") {
+      shapes.clear();
+      for (DType kv : {bf, f8})
+        for (auto [Hq, q] : {std::pair{32, 4}, std::pair{32, 8}, std::pair{64, 8}}) {
+          std::vector<std::pair<int, int>> batch_len = {{1, 4096}, {1, 8192}, {2, 8192}, {4, 8192},
+                                                        {8, 8192}, {1, 32768}};
+          for (auto [B, L] : batch_len)
+            for (int rows : {0, 64}) shapes.push_back({B, L, Hq, 8, 128, bf, kv, 64, 0, 0, false, q, rows});
+        }
+    }
+
     Options opts = Options::from_env();
     opts.disk_cache = false;  // compile every spec: its NVRTC seconds are part of the report
     Engine engine(opts);
@@ -184,6 +198,7 @@ int main(int argc, char** argv) {
       p.kv_scale = 0.5f;
       p.kv_tile = s.kv_tile;
       p.num_splits = s.splits;
+      p.cta_rows = s.cta_rows;
       p.kv_layout = s.hnd ? KvLayout::hnd : KvLayout::nhd;
       DecodePlan plan;
       try {
@@ -253,7 +268,8 @@ int main(int argc, char** argv) {
       const double us_nopdl = std::min(runs[0], runs[2]), us = std::min(runs[1], runs[3]);
       const double kv_read = 2.0 * std::size_t(s.B) * s.L * s.Hk * s.D * dtype_bytes(s.kv);
       const double gbps = kv_read / (us * 1e-6) / 1e9;
-      const std::string label = fmt::format("{} t{} {}{}{}", key, normalized(plan.spec).kv_tile,
+      const std::string rows = plan.spec.cta_rows ? fmt::format(" r{}", plan.spec.cta_rows) : "";
+      const std::string label = fmt::format("{} t{}{} {}{}{}", key, normalized(plan.spec).kv_tile, rows,
                                             to_string(plan.spec.backend).substr(0, 4), s.splits ? " forced" : "",
                                             s.hnd ? " HND" : "");
       std::printf("%-46s %6d %9.1f %9.0f %6.1f%% %9.1f %7.2f %8d\n", label.c_str(), plan.num_splits, us, gbps,

@@ -74,6 +74,9 @@ struct DecodeParams {
   // --- split-KV ---
   int num_splits = 0;            ///< CTAs along the sequence; 0 = chosen from the device and shapes
   int kv_tile = 0;               ///< KV tokens per pipeline step; 0 = the spec default
+  /// Query rows per CTA of the hopper kernel (8, 16, 32, 64; KernelSpec::cta_rows); 0 =
+  /// the plan's choice (planned_cta_rows). Non-zero needs backend hopper or auto on sm_90a.
+  int cta_rows = 0;
   /// Which kernel: auto (the plan's measured per-shape rule: hopper or portable on
   /// sm_90a, portable elsewhere), portable (every arch) or hopper (sm_90a only).
   Backend backend = Backend::automatic;
