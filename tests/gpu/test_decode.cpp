@@ -420,7 +420,7 @@ TEST_CASE("query rows split over several CTAs (cta_rows) match the reference", "
   for (const DecodeCase& c : cases) {
     DecodeProblem pr(c, rng(), device());
     const DecodePlan plan = decode_plan(pr.dev, device());
-    REQUIRE(plan.spec.backend == Backend::hopper);
+    if (c.cta_rows != 0) REQUIRE(plan.spec.backend == Backend::hopper);  // asking for rows asks for it
     row_blocked += plan.spec.cta_rows != 0;
     run_and_check(pr, stream.get());
   }

@@ -157,6 +157,9 @@ int main(int argc, char** argv) {
           for (auto [B, L] : batch_len)
             for (int rows : {0, 64}) shapes.push_back({B, L, Hq, 8, 128, bf, kv, 64, 0, 0, false, q, rows});
         }
+      for (DType kv : {bf, f8})  // 64 rows at larger batch, where the rule keeps one block: two of 32 against it
+        for (int B : {16, 64})
+          for (int rows : {0, 32}) shapes.push_back({B, 4096, 64, 8, 128, bf, kv, 64, 0, 0, false, 8, rows});
     }
 
     Options opts = Options::from_env();
