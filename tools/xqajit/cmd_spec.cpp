@@ -39,7 +39,7 @@ void run_spec(const GlobalFlags& flags, const std::vector<std::string>& args) {
   }
   fmt::print("  fields: {}\n", fmt::join(pairs, " "));
   if (kernels.size() > 1)
-    fmt::print("  launches may use (backend=auto; prewarm compiles each): {}\n", fmt::join(kernels, " "));
+    fmt::print("  launches may use (prewarm compiles each): {}\n", fmt::join(kernels, " "));
 }
 
 void run_compile(const GlobalFlags& flags, const std::vector<std::string>& args) {
