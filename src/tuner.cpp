@@ -16,8 +16,8 @@ namespace {
 // Fixed split counts tried beside the automatic one: enough to cover "fewer"
 // and "more" than the heuristic at small batch without exploding the grid.
 const CandidateSpace kSpaces[] = {
-    {Kind::gqa, {16, 32, 64, 128}, true, {1, 2, 4, 8, 16}},
-    {Kind::mla, {0}, true, {1, 2, 4, 8, 16}},
+    {Kind::gqa, {16, 32, 64, 128}, true, {1, 2, 4, 8, 16}, {0, 8, 16, 32}},
+    {Kind::mla, {0}, true, {1, 2, 4, 8, 16}, {0}},
 };
 
 }  // namespace
@@ -37,11 +37,13 @@ bool candidate_fits(const KernelSpec& spec, const TunedChoice& choice) {
     return false;
   }
   if (spec.kind != Kind::gqa) return true;
+  // Rows per CTA at or past the kernel's own N name no variant: the same kernel as 0.
+  if (choice.cta_rows != 0 && candidate_spec(spec, choice).cta_rows == 0) return false;
   const int arch = spec.arch.number(), kv_bytes = dtype_bytes(spec.kv);
   if (choice.backend == Backend::hopper) {
     if (choice.kv_tile < 64) return false;  // the swapped wgmma product needs 64 keys on M
     return xqajit_gqa_hopper_geometry(spec.head_dim, spec.group, spec.q_len, choice.kv_tile, kv_bytes, arch,
-                                      spec.cta_rows)
+                                      choice.cta_rows)
                .stages != 0;
   }
   return xqajit_decode_geometry(spec.head_dim, spec.group, spec.q_len, choice.kv_tile, kv_bytes, arch)
@@ -57,10 +59,11 @@ std::vector<TunedChoice> tuning_candidates(const KernelSpec& spec, const Candida
   std::vector<TunedChoice> out;
   for (Backend b : backends)
     for (int tile : space.kv_tiles)
-      for (int n : splits) {
-        const TunedChoice c{tile, n, b};
-        if (!filter || filter(spec, c)) out.push_back(c);
-      }
+      for (int rows : space.cta_rows)
+        for (int n : splits) {
+          const TunedChoice c{tile, n, b, rows};
+          if (!filter || filter(spec, c)) out.push_back(c);
+        }
   return out;
 }
 
@@ -79,6 +82,7 @@ KernelSpec candidate_spec(const KernelSpec& spec, const TunedChoice& choice) {
   KernelSpec s = spec;
   s.kv_tile = choice.kv_tile;
   s.backend = choice.backend;
+  s.cta_rows = choice.cta_rows;
   return normalized(s);
 }
 

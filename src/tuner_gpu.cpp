@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "detail/cuda_api.hpp"
@@ -114,6 +115,7 @@ void set_knobs(Params& p, const TunedChoice& c) {
   p.kv_tile = c.kv_tile;
   p.num_splits = c.num_splits;
   p.backend = c.backend;
+  if constexpr (std::is_same_v<Params, DecodeParams>) p.cta_rows = c.cta_rows;  // MLA has fixed rows
 }
 
 // The workspace of the largest candidate the plan accepts (0 when none splits).

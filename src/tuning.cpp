@@ -44,13 +44,16 @@ bool same_spec_minus_knobs(KernelSpec a, KernelSpec b) {
 }
 
 json choice_json(const TunedChoice& c) {
-  return {{"kv_tile", c.kv_tile}, {"num_splits", c.num_splits}, {"backend", to_string(c.backend)}};
+  json j = {{"kv_tile", c.kv_tile}, {"num_splits", c.num_splits}, {"backend", to_string(c.backend)}};
+  if (c.cta_rows != 0) j["cta_rows"] = c.cta_rows;  // tables from before h43 have none
+  return j;
 }
 TunedChoice choice_from(const json& j) {
   TunedChoice c;
   c.kv_tile = j.at("kv_tile").get<int>();
   c.num_splits = j.at("num_splits").get<int>();
   c.backend = parse_backend(j.at("backend").get<std::string>());
+  c.cta_rows = j.value("cta_rows", 0);
   return c;
 }
 
@@ -88,7 +91,7 @@ bool operator==(const TuningKey& a, const TuningKey& b) {
 std::string to_string(const TunedChoice& c) {
   return "kv_tile=" + std::to_string(c.kv_tile) +
          " splits=" + (c.num_splits == 0 ? std::string("auto") : std::to_string(c.num_splits)) +
-         " backend=" + to_string(c.backend);
+         " backend=" + to_string(c.backend) + (c.cta_rows ? " cta_rows=" + std::to_string(c.cta_rows) : "");
 }
 
 std::string to_string(ChoiceSource s) {
@@ -437,12 +440,13 @@ std::vector<KernelSpec> with_tuned_variants(const std::vector<KernelSpec>& specs
       KernelSpec v = s;
       v.kv_tile = e.winner.kv_tile;
       v.backend = e.winner.backend;
+      v.cta_rows = e.winner.cta_rows;
       try {
         validate(normalized(v));
       } catch (const std::exception&) {
         continue;  // a choice this toolchain cannot build is never planned either
       }
-      add(v);
+      for (const KernelSpec& variant : launch_variants({v})) add(variant);  // + the plan's rows per CTA
     }
   }
   return out;

@@ -340,11 +340,13 @@ TEST_CASE("speculative decoding's tall row blocks keep their splits to one clust
   p.batch = 1;
   p.max_pages_per_seq = 128;  // B=1 L=8192: 16 splits at q_len 1
   REQUIRE(decode_plan(p, h100()).num_splits > xqajit_max_cluster_splits);
-  p.q_len = 8;  // 32 rows per KV head: at most a cluster's splits, merged in it
+  p.q_len = 8;  // 32 rows per KV head in one CTA: at most a cluster's splits, merged in it
+  p.cta_rows = 32;  // (the plan's own rows at this batch, 8 per CTA, merge as q_len 1: below)
   for (const Backend backend : {Backend::automatic, Backend::hopper, Backend::portable}) {
     for (const DType kv : {DType::bf16, DType::fp8}) {
       p.backend = backend;
       p.kv = kv;
+      p.cta_rows = backend == Backend::portable ? 0 : 32;
       INFO("backend " << to_string(backend) << " kv " << to_string(kv));
       const DecodePlan plan = decode_plan(p, h100());
       CHECK(plan.num_splits == xqajit_max_cluster_splits);
@@ -380,6 +382,8 @@ TEST_CASE("speculative decoding at small batch runs a KV head's rows as several 
     CHECK(plan.spec.backend == Backend::hopper);
     CHECK(plan.spec.cta_rows == 8);
     CHECK(plan.grid[1] == 8u * 4);
+    // 8-row CTAs merge as q_len 1 does: no cluster cap, the slot rule (fp8 t64: 4 CTAs/SM)
+    CHECK(plan.num_splits == (kv == DType::fp8 ? 16 : 8));
     CHECK(plan.workspace_bytes == decode_workspace_size(p, h100()));
     p.batch = 4;  // one block, as before
     plan = decode_plan(p, h100());

@@ -76,6 +76,30 @@ TEST_CASE("tuner: candidates come from the family's table, filtered by what fits
   CHECK(candidate_spec(gqa_spec(), TunedChoice{128, 4, Backend::hopper}).kv_tile == 128);
 }
 
+TEST_CASE("tuner: rows per CTA are an axis of the hopper kernel where they name a variant") {
+  CHECK(candidate_space(Kind::gqa).cta_rows == std::vector<int>{0, 8, 16, 32});
+  CHECK(candidate_space(Kind::mla).cta_rows == std::vector<int>{0});
+  // One token of group 8: 8 rows, the kernel's least N; no rows axis.
+  for (const auto& c : tuning_candidates(gqa_spec())) CHECK(c.cta_rows == 0);
+  // Speculative decoding, group 8 x q_len 8 = 64 rows: hopper tries 8, 16 and 32 beside the plan's.
+  KernelSpec spec = gqa_spec();
+  spec.q_len = 8;
+  const auto all = tuning_candidates(spec);
+  const std::size_t per_tile = 1 + candidate_space(Kind::gqa).fixed_splits.size();
+  for (const int rows : {8, 16, 32}) {
+    const auto n = std::count_if(all.begin(), all.end(), [&](const TunedChoice& c) { return c.cta_rows == rows; });
+    CHECK(static_cast<std::size_t>(n) == 2 * per_tile);  // hopper at tiles 64 and 128
+  }
+  for (const auto& c : all) {
+    if (c.cta_rows != 0) CHECK(c.backend == Backend::hopper);
+    CHECK(candidate_spec(spec, c).cta_rows == c.cta_rows);
+  }
+  // 16 rows (q_len 2): only 8 names a variant.
+  spec.q_len = 2;
+  for (const auto& c : tuning_candidates(spec)) CHECK((c.cta_rows == 0 || c.cta_rows == 8));
+  CHECK(to_string(TunedChoice{64, 0, Backend::hopper, 8}) == "kv_tile=64 splits=auto backend=hopper cta_rows=8");
+}
+
 TEST_CASE("tuner: the fastest candidate wins; the heuristic keeps ties within noise") {
   const TuningKey key{h100(), gqa_spec(), 8, 8192};
   const TunedChoice h = heuristic_choice(gqa_spec());
@@ -284,6 +308,23 @@ TEST_CASE("tuner: prewarm follows the table: tuned variants of the set's specs a
   o.tuning = "off";
   CHECK(Engine(o).prewarm_specs(set).size() == 2);
   set_active_tuning(nullptr);
+}
+
+TEST_CASE("tuner: prewarm compiles a tuned rows-per-CTA variant, and the plan's rows of a tuned hopper tile") {
+  KernelSpec spec = gqa_spec();  // group 8 x q_len 8: 64 rows
+  spec.q_len = 8;
+  TuningTable t;
+  t.put(entry(1, 1024, {64, 0, Backend::hopper, 16}, spec));
+  t.put(entry(8, 1024, {128, 0, Backend::hopper}, spec));
+  std::vector<std::string> got;
+  for (const auto& s : with_tuned_variants({spec}, t, "")) got.push_back(canonical_name(normalized(s)));
+  const auto has = [&](const std::string& part) {
+    return std::any_of(got.begin(), got.end(), [&](const std::string& n) { return n.find(part) != std::string::npos; });
+  };
+  CHECK(has("_t64_r16_hopper_"));
+  CHECK(has("_t128_hopper_"));
+  CHECK(has("_t128_r16_hopper_"));  // the rule's rows at B=1
+  CHECK(has("_t128_r32_hopper_"));  // and up to SMs / 2
 }
 
 TEST_CASE("tuner: Engine::tune checks the call before touching a GPU") {

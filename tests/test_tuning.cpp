@@ -116,10 +116,12 @@ TEST_CASE("tuning: persistence round trip keeps every field and candidate") {
   TuningTable t;
   t.put(entry(8, 1024, {32, 4, Backend::automatic}));
   t.put(entry(1, 8192, {0, 8, Backend::hopper}, mla_spec()));
+  t.put(entry(1, 4096, {64, 0, Backend::hopper, 16}));  // rows per CTA (h43)
   save_tuning(file, t);
   const TuningTable back = load_tuning(file);
-  REQUIRE(back.entries().size() == 2);
-  for (std::size_t i = 0; i < 2; ++i) {
+  REQUIRE(back.entries().size() == 3);
+  CHECK(back.entries()[2].winner.cta_rows == 16);
+  for (std::size_t i = 0; i < 3; ++i) {
     CHECK(back.entries()[i].key == t.entries()[i].key);
     CHECK(back.entries()[i].winner == t.entries()[i].winner);
     REQUIRE(back.entries()[i].candidates.size() == 2);
@@ -131,7 +133,7 @@ TEST_CASE("tuning: persistence round trip keeps every field and candidate") {
   TuningTable more;
   more.put(entry(64, 1024, {64, 2, Backend::automatic}));
   save_tuning(file, more);
-  CHECK(load_tuning(file).entries().size() == 3);
+  CHECK(load_tuning(file).entries().size() == 4);
 }
 
 TEST_CASE("tuning: corrupt, tampered and foreign-version files are ignored, never fatal") {

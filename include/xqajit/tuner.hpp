@@ -25,12 +25,14 @@ struct DecodeParams;
 struct MlaDecodeParams;
 
 /// A family's variant space, as data: the kv_tile values, whether the backend
-/// is an axis, and the fixed split counts tried beside the automatic one.
+/// is an axis, the fixed split counts tried beside the automatic one, and the
+/// rows per CTA (GQA hopper) tried beside the plan's.
 struct CandidateSpace {
   Kind kind;
   std::vector<int> kv_tiles;      ///< {0} = only the backend's default
   bool backend_axis = false;      ///< every backend backends_for() offers on the arch
   std::vector<int> fixed_splits;  ///< tried beside 0 (automatic)
+  std::vector<int> cta_rows;      ///< 0 = the plan's; others only where they name a variant
 };
 const CandidateSpace& candidate_space(Kind kind);
 
@@ -38,7 +40,8 @@ const CandidateSpace& candidate_space(Kind kind);
 /// the call's features); injectable for tests.
 using CandidateFilter = std::function<bool(const KernelSpec& spec, const TunedChoice& choice)>;
 /// The default filter: a backend backends_for() offers on `spec.arch`; GQA
-/// tiles whose geometry fits that backend (hopper: kv_tile >= 64).
+/// tiles whose geometry fits that backend (hopper: kv_tile >= 64); rows per CTA
+/// only for hopper and below its own N.
 bool candidate_fits(const KernelSpec& spec, const TunedChoice& choice);
 
 /// Every candidate of spec's family that passes `filter`, in table order.

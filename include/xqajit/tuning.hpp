@@ -57,16 +57,19 @@ struct TuningKey {
 bool same_group(const TuningKey& a, const TuningKey& b);  ///< device and spec equal
 bool operator==(const TuningKey& a, const TuningKey& b);
 
-/// A variant's knobs. num_splits 0 = the automatic split count.
+/// A variant's knobs. num_splits 0 = the automatic split count; cta_rows 0 = the plan's
+/// rows per CTA (GQA hopper: planned_cta_rows), else KernelSpec::cta_rows.
 struct TunedChoice {
   int kv_tile = 0;
   int num_splits = 0;
   Backend backend = Backend::automatic;
+  int cta_rows = 0;
   friend bool operator==(const TunedChoice& a, const TunedChoice& b) {
-    return a.kv_tile == b.kv_tile && a.num_splits == b.num_splits && a.backend == b.backend;
+    return a.kv_tile == b.kv_tile && a.num_splits == b.num_splits && a.backend == b.backend &&
+           a.cta_rows == b.cta_rows;
   }
 };
-std::string to_string(const TunedChoice& c);  ///< "kv_tile=64 splits=auto backend=portable"
+std::string to_string(const TunedChoice& c);  ///< "kv_tile=64 splits=auto backend=portable[ cta_rows=8]"
 
 struct CandidateTime {
   TunedChoice choice;

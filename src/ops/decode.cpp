@@ -184,17 +184,19 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   request.smem_bytes = geo.smem_bytes;
   request.merge_cap = merge_split_cap(geo.union_bytes, geo.rows_per_cta);
   request.requested = p.num_splits;
-  // A KV head of 32 or more query rows (speculative decoding) merges short splits in one
+  // A CTA of 32 or more query rows (speculative decoding) merges short splits in one
   // cluster or pays for it: through the workspace, the last split's CTA reloads every
   // split's rows, and at 16 splits of <= 8 tiles that costs more than the extra splits save
   // (H100, `xqajit tune`, bf16 B=1 q_len 8, KERNEL_NOTES h41: group 8 L=4096 16 -> 8 splits
   // 42.4 -> 27.8 us on hopper, 41.2 -> 32.9 on portable; group 4 27.1 -> 20.5). Long splits
-  // amortize it: at L=32768 16 splits beat 8 by 2-25 % (run 9).
+  // amortize it: at L=32768 16 splits beat 8 by 2-25 % (run 9). Rows split over CTAs
+  // (cta_rows, h43) merge only their own: 8-row blocks take the slot rule (h44).
   // (A cluster merge needs sm_90+; the portable kernel needs room for its merged rows beside
   // its warps', the hopper kernel's are where its epilogue puts them.)
   const bool cluster_merge_fits = hopper || xqajit_cluster_merge_fits(geo, p.head_dim);
   const bool cluster_merge = plan.spec.arch.number() >= 90 && cluster_merge_fits;
-  if (cluster_merge && plan.spec.group * p.q_len >= 32) request.short_split_cap = xqajit_max_cluster_splits;
+  const int cta_rows = std::min(geo.rows, geo.rows_per_cta);
+  if (cluster_merge && cta_rows >= 32) request.short_split_cap = xqajit_max_cluster_splits;
   // Short splits of a one-warpgroup fp8 CTA (hopper) fill two CTAs per SM: at one its chain
   // bounds it (split_plan.cpp). Not where one per SM still leaves more splits than a cluster
   // merges (the workspace merge either way) and splits of at most 4 tiles: there the second
@@ -290,6 +292,7 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
       p.kv_tile = tuned.choice.kv_tile;
       p.num_splits = tuned.choice.num_splits;
       p.backend = tuned.choice.backend;
+      p.cta_rows = tuned.choice.cta_rows;
       source = tuned.source;
     }
   }

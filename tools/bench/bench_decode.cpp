@@ -157,6 +157,8 @@ int main(int argc, char** argv) {
           for (auto [B, L] : batch_len)
             for (int rows : {0, 64}) shapes.push_back({B, L, Hq, 8, 128, bf, kv, 64, 0, 0, false, q, rows});
         }
+      // 8-row blocks of fp8 take the slot rule's 16 splits at B=1 L=8192 (h44), against h41's cap of 8
+      shapes.push_back({1, 8192, 32, 8, 128, bf, f8, 64, 0, 8, false, 8});
       for (DType kv : {bf, f8})  // 64 rows at larger batch, where the rule keeps one block: two of 32 against it
         for (int B : {16, 64})
           for (int rows : {0, 32}) shapes.push_back({B, 4096, 64, 8, 128, bf, kv, 64, 0, 0, false, 8, rows});

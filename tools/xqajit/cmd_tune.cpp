@@ -42,7 +42,8 @@ struct TuneArgs {
 std::string choice_label(const TunedChoice& c, Kind kind) {
   const std::string splits = c.num_splits ? fmt::format("s{}", c.num_splits) : "auto";
   if (kind == Kind::mla) return fmt::format("{}/{}", to_string(c.backend), splits);
-  return fmt::format("{}/t{}/{}", to_string(c.backend), c.kv_tile, splits);
+  return fmt::format("{}/t{}{}/{}", to_string(c.backend), c.kv_tile, c.cta_rows ? fmt::format("/r{}", c.cta_rows) : "",
+                     splits);
 }
 
 std::string key_label(const TuningKey& k) {
