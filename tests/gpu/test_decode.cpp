@@ -304,6 +304,8 @@ TEST_CASE("adjacent KV heads launched as 2-CTA clusters match the reference", "[
     c.page_size = rng()() % 2 ? 64 : 128;
     c.q_len = i == 7 ? 4 : 1;  // speculative decoding: 4 x group columns
     if (c.q_len > 1) c.group = 4;
+    // ... in one row block: the plan splits a small batch's 16 rows (h43), and head pairs need one
+    if (c.q_len > 1 && c.backend != Backend::portable) c.cta_rows = 16;
     c.window = rng()() % 4 == 0 ? 1800 + static_cast<int>(rng()() % 1000) : 0;  // covers >= 4 tiles a split
     c.num_splits = 1;  // automatic would split B=1 into 2-tile splits; 2..16 splits take the split cluster
     c.sinks = rng()() % 3 == 0;
