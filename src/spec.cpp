@@ -262,10 +262,13 @@ int planned_cta_rows(const KernelSpec& spec, long long batch_kv_heads, int sm_co
   // (B=1, Hkv 8: fp8 16 / 32 / 64 rows 16.1 -> 13.6, 22.0 -> 21.7, 31.1 -> 21.7 us; bf16
   // 18.0 -> 16.9, 22.4 -> 21.6, 31.1 -> 25.3); 64 rows as two blocks of 32 up to SMs / 2
   // (B=2-8: fp8 40.9 -> 29.2, 53.7 -> 42.9, 78.7 -> 66.7; bf16 39.3 -> 34.3, 59.3 -> 52.9,
-  // 89.1 -> 87.4). Larger batches keep one block: at B=4-8 smaller blocks lost up to 2 x.
+  // 89.1 -> 87.4), and with an fp8 cache up to SMs (H100, runs 4 and 7: B=16 L=4096 73.3-73.4
+  // -> 64.6-64.8; bf16 there 99.4-99.8 -> 102.7-103.4, and both lose at B=64: 243 -> 269-271,
+  // 364 -> 387). Fewer rows keep one block past B=2: at B=4-8 smaller blocks lost up to 2 x.
   const int n = default_cta_rows(spec);
   if (n >= 16 && batch_kv_heads * 16 <= sm_count) return std::max(8, n / 4);
-  if (n == 64 && batch_kv_heads * 2 <= sm_count) return 32;
+  const long long per_sm = spec.kv == DType::fp8 ? 1 : 2;
+  if (n == 64 && batch_kv_heads * per_sm <= sm_count) return 32;
   return 0;
 }
 

@@ -390,12 +390,18 @@ TEST_CASE("speculative decoding at small batch runs a KV head's rows as several 
     CHECK(plan.spec.cta_rows == 0);
     CHECK(plan.grid[1] == 8u);
   }
-  p.num_q_heads = 64;  // group 8: 64 rows, two blocks of 32 up to batch x KV heads = 66
+  p.num_q_heads = 64;  // group 8: 64 rows, two blocks of 32 up to batch x KV heads = 66 (bf16)
+  p.kv = DType::bf16;
   p.batch = 8;
   CHECK(decode_plan(p, h100()).spec.cta_rows == 32);
   CHECK(decode_plan(p, h100()).grid[1] == 16u);
   p.batch = 16;
   CHECK(decode_plan(p, h100()).spec.cta_rows == 0);
+  p.kv = DType::fp8;  // ... and 132 with an fp8 cache
+  CHECK(decode_plan(p, h100()).spec.cta_rows == 32);
+  p.batch = 32;
+  CHECK(decode_plan(p, h100()).spec.cta_rows == 0);
+  p.batch = 16;
   // Asked for: kept at any batch; one that is the kernel's own N names no variant.
   p.cta_rows = 16;
   CHECK(decode_plan(p, h100()).spec.cta_rows == 16);

@@ -294,6 +294,11 @@ TEST_CASE("rows per CTA: a named variant of the hopper kernel, and the plan's sm
   CHECK(planned_cta_rows(g8q8, 16, 132) == 32);
   CHECK(planned_cta_rows(g8q8, 64, 132) == 32);
   CHECK(planned_cta_rows(g8q8, 128, 132) == 0);
+  auto fp8_q8 = q8;
+  fp8_q8["kv"] = "fp8";
+  fp8_q8["group"] = "8";
+  CHECK(planned_cta_rows(normalized(gqa(fp8_q8)), 128, 132) == 32);  // an fp8 cache: up to SMs
+  CHECK(planned_cta_rows(normalized(gqa(fp8_q8)), 256, 132) == 0);
   CHECK(planned_cta_rows(normalized(r8), 128, 132) == 8);  // asked for: kept
   CHECK(planned_cta_rows(normalized(with(q8, "q_len", "1")), 1, 132) == 0);
   CHECK(planned_cta_rows(normalized(with(q8, "head_dim", "256")), 1, 132) == 0);
