@@ -301,7 +301,13 @@ TEST_CASE("rows per CTA: a named variant of the hopper kernel, and the plan's sm
   CHECK(planned_cta_rows(normalized(gqa(fp8_q8)), 256, 132) == 0);
   CHECK(planned_cta_rows(normalized(r8), 128, 132) == 8);  // asked for: kept
   CHECK(planned_cta_rows(normalized(with(q8, "q_len", "1")), 1, 132) == 0);
-  CHECK(planned_cta_rows(normalized(with(q8, "head_dim", "256")), 1, 132) == 0);
+  CHECK(planned_cta_rows(normalized(with(q8, "head_dim", "256")), 1, 132) == 0);  // bf16: untimed
+  CHECK(planned_cta_rows(normalized(with(q8, "head_dim", "64")), 1, 132) == 0);   // lost at B=1
+  auto d256_fp8 = q8;
+  d256_fp8["head_dim"] = "256";
+  d256_fp8["kv"] = "fp8";
+  CHECK(planned_cta_rows(normalized(gqa(d256_fp8)), 8, 132) == 8);  // 32 rows (the D=256 cap): four blocks
+  CHECK(planned_cta_rows(normalized(gqa(d256_fp8)), 16, 132) == 0);
   auto portable = q8;
   portable["backend"] = "portable";
   CHECK(planned_cta_rows(normalized(gqa(portable)), 1, 132) == 0);

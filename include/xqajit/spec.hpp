@@ -72,7 +72,7 @@ std::vector<Backend> backends_for(Kind kind, const Arch& arch);
 /// Allocates nothing (decode_plan calls it per launch).
 Backend planned_backend(const KernelSpec& spec, bool split_launch = false);
 /// The cta_rows a launch of `spec` runs (its backend resolved): its own when set; for
-/// the GQA hopper kernel with q_len > 1 at head_dim 128 the measured small-batch rule
+/// the GQA hopper kernel with q_len > 1 at head_dim 128 (256 with an fp8 cache) the measured small-batch rule
 /// (KERNEL_NOTES h43) from the launch's batch x KV heads and the device's SMs; else 0.
 /// Allocates nothing.
 int planned_cta_rows(const KernelSpec& spec, long long batch_kv_heads, int sm_count);

@@ -164,6 +164,16 @@ int main(int argc, char** argv) {
           for (int rows : {0, 32}) shapes.push_back({B, 4096, 64, 8, 128, bf, kv, 64, 0, 0, false, 8, rows});
     }
 
+    // --spec-rows-dims: the same question at head_dim 64 and 256 (fp8: auto runs hopper there),
+    // one block (the rule's choice: it is measured at 128 only) against blocks of 8 and 16 rows.
+    if (argc > 1 && std::string(argv[1]) == "--spec-rows-dims") {
+      shapes.clear();
+      for (int D : {64, 256})
+        for (int q : {4, 8})
+          for (int B : {1, 2})
+            for (int rows : {0, 8, 16}) shapes.push_back({B, 8192, 32, 8, D, bf, f8, 64, 0, 0, false, q, rows});
+    }
+
     Options opts = Options::from_env();
     opts.disk_cache = false;  // compile every spec: its NVRTC seconds are part of the report
     Engine engine(opts);
