@@ -269,8 +269,8 @@ int planned_cta_rows(const KernelSpec& spec, long long batch_kv_heads, int sm_co
   // 364 -> 387). Fewer rows keep one block past B=2: at B=4-8 smaller blocks lost up to 2 x.
   const int n = default_cta_rows(spec);
   if (n >= 16 && batch_kv_heads * 16 <= sm_count) return std::max(8, n / 4);
-  const long long per_sm = spec.kv == DType::fp8 ? 1 : 2;
-  if (n == 64 && batch_kv_heads * per_sm <= sm_count) return 32;
+  const long long sms_per_kv_head = spec.kv == DType::fp8 ? 1 : 2;
+  if (n == 64 && batch_kv_heads * sms_per_kv_head <= sm_count) return 32;
   return 0;
 }
 

@@ -31,14 +31,16 @@ const CandidateSpace& candidate_space(Kind kind) {
 bool candidate_fits(const KernelSpec& spec, const TunedChoice& choice) {
   const auto backends = backends_for(spec.kind, spec.arch);
   if (std::find(backends.begin(), backends.end(), choice.backend) == backends.end()) return false;
+  KernelSpec candidate;
   try {
-    validate(candidate_spec(spec, choice));  // e.g. a backend without a feature the spec asks for
+    candidate = candidate_spec(spec, choice);
+    validate(candidate);  // e.g. a backend without a feature the spec asks for
   } catch (const std::exception&) {
     return false;
   }
   if (spec.kind != Kind::gqa) return true;
   // Rows per CTA at or past the kernel's own N name no variant: the same kernel as 0.
-  if (choice.cta_rows != 0 && candidate_spec(spec, choice).cta_rows == 0) return false;
+  if (choice.cta_rows != 0 && candidate.cta_rows == 0) return false;
   const int arch = spec.arch.number(), kv_bytes = dtype_bytes(spec.kv);
   if (choice.backend == Backend::hopper) {
     if (choice.kv_tile < 64) return false;  // the swapped wgmma product needs 64 keys on M
@@ -68,10 +70,7 @@ std::vector<TunedChoice> tuning_candidates(const KernelSpec& spec, const Candida
 }
 
 TunedChoice heuristic_choice(const KernelSpec& spec) {
-  KernelSpec s = spec;
-  s.kv_tile = 0;
-  s.backend = Backend::automatic;
-  const KernelSpec n = normalized(s);
+  const KernelSpec n = normalized(key_spec(spec));
   TunedChoice c;
   c.backend = n.backend;
   c.kv_tile = spec.kind == Kind::mla ? 0 : n.kv_tile;  // MLA: each backend's own default

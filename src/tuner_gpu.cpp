@@ -174,12 +174,9 @@ std::optional<TuningEntry> tune_params(Engine& engine, const Params& params, Str
 
 TuningKey key_for(const Engine& engine, const DeviceInfo& device, KernelSpec spec, int batch,
                   std::int64_t max_seq_len) {
-  spec.kv_tile = 0;
-  spec.cta_rows = 0;
-  spec.backend = Backend::automatic;
   TuningKey key;
   key.device = {device.name, device.cc_major, device.cc_minor, device.sm_count, engine.fingerprint()};
-  key.spec = spec;
+  key.spec = key_spec(spec);
   key.batch = batch_bucket(batch);
   key.seq_len = seq_bucket(max_seq_len);
   return key;

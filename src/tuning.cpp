@@ -36,12 +36,7 @@ struct Fnv {
   void s(const std::string& v) { i(static_cast<std::int64_t>(v.size())), bytes(v.data(), v.size()); }
 };
 
-bool same_spec_minus_knobs(KernelSpec a, KernelSpec b) {
-  a.kv_tile = b.kv_tile = 0;
-  a.cta_rows = b.cta_rows = 0;
-  a.backend = b.backend = Backend::automatic;
-  return a == b;
-}
+bool same_spec_minus_knobs(const KernelSpec& a, const KernelSpec& b) { return key_spec(a) == key_spec(b); }
 
 json choice_json(const TunedChoice& c) {
   json j = {{"kv_tile", c.kv_tile}, {"num_splits", c.num_splits}, {"backend", to_string(c.backend)}};
@@ -66,6 +61,13 @@ thread_local bool t_heuristic_only = false;  // HeuristicPlansScope
 std::shared_ptr<const Active> g_active;      // accessed with std::atomic_load/store only
 
 }  // namespace
+
+KernelSpec key_spec(KernelSpec spec) {
+  spec.kv_tile = 0;
+  spec.cta_rows = 0;
+  spec.backend = Backend::automatic;
+  return spec;
+}
 
 int batch_bucket(std::int64_t batch) {
   if (batch <= 1) return 1;
@@ -119,9 +121,7 @@ std::uint64_t tuning_group_hash(const std::string& device_name, int cc_major, in
 void TuningTable::insert(TuningEntry entry) {
   entry.key.batch = batch_bucket(entry.key.batch);
   entry.key.seq_len = seq_bucket(entry.key.seq_len);
-  entry.key.spec.kv_tile = 0;
-  entry.key.spec.cta_rows = 0;
-  entry.key.spec.backend = Backend::automatic;
+  entry.key.spec = key_spec(entry.key.spec);
   for (auto& e : entries_)
     if (e.key == entry.key) {
       e = std::move(entry);

@@ -46,14 +46,17 @@ struct TuningDevice {
   std::string toolchain;  ///< the compiler fingerprint
 };
 
-/// The tuning key: device + spec without its variant knobs (kv_tile, backend)
-/// + shape bucket. q_len is part of the spec.
+/// The tuning key: device + spec without its variant knobs (kv_tile, cta_rows,
+/// backend) + shape bucket. q_len is part of the spec.
 struct TuningKey {
   TuningDevice device;
-  KernelSpec spec;           ///< kv_tile and backend are ignored
+  KernelSpec spec;           ///< its variant knobs are ignored (key_spec)
   int batch = 1;             ///< a bucket
   std::int64_t seq_len = 1;  ///< a bucket
 };
+/// `spec` as a tuning key holds it: the variant knobs a tuned choice sets (kv_tile,
+/// cta_rows, backend) back at their automatic values.
+KernelSpec key_spec(KernelSpec spec);
 bool same_group(const TuningKey& a, const TuningKey& b);  ///< device and spec equal
 bool operator==(const TuningKey& a, const TuningKey& b);
 
