@@ -98,3 +98,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) xqajit_mla_decode(cons
 
   finish_rows(args, st, smem, &s_is_last, split, rb, b, rt, wg, kv_scale, lane);
 }
+
+// The split merge as a second launch, where the host plans one (args.merge_launch;
+// mla/shared_epilogue.cuh says when and why).
+extern "C" __global__ void __launch_bounds__(mla::kMergeMaxThreads) xqajit_mla_merge(const XqajitMlaArgs args) {
+  mla::merge_launch_row<kR, kRows>(args);
+}

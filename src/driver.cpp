@@ -173,7 +173,7 @@ bool Driver::stream_is_capturing(Stream stream) {
 
 std::shared_ptr<LoadedKernel> Driver::load(const KernelSpec& spec, const std::string& name,
                                            const std::vector<char>& cubin, const std::string& symbol,
-                                           int device) {
+                                           const std::string& merge_symbol, int device) {
   const CudaApi& api = impl_->api;
   const DeviceInfo& info = this->device(device);
   if (!arch_runs_on(spec.arch, info.cc_major, info.cc_minor))
@@ -197,6 +197,11 @@ std::shared_ptr<LoadedKernel> Driver::load(const KernelSpec& spec, const std::st
   CUfunction fn = nullptr;
   XQAJIT_CU_CHECK(api, cuModuleGetFunction(&fn, module, symbol.c_str()));
   kernel->function = fn;
+  if (!merge_symbol.empty()) {
+    CUfunction merge = nullptr;
+    XQAJIT_CU_CHECK(api, cuModuleGetFunction(&merge, module, merge_symbol.c_str()));
+    kernel->merge_function = merge;
+  }
   XQAJIT_CU_CHECK(api, cuFuncGetAttribute(&kernel->static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn));
   XQAJIT_CU_CHECK(api, cuFuncGetAttribute(&kernel->num_regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn));
   // Raised per device (per context), from this device's own limit: setting it
@@ -254,6 +259,15 @@ void Driver::launch(const LoadedKernel& kernel, const LaunchConfig& config, Stre
   LaunchAttrs launch(config, stream);
   ScopedContext scope(api, static_cast<CUcontext>(kernel.context));
   XQAJIT_CU_CHECK(api, cuLaunchKernelEx(&launch.cfg, static_cast<CUfunction>(kernel.function), params, nullptr));
+}
+
+void Driver::launch_merge(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params) {
+  if (!kernel.merge_function)
+    throw ArgumentError(fmt::format("kernel {} has no split-merge entry point", kernel.name));
+  LaunchAttrs launch(config, stream);
+  ScopedContext scope(impl_->api, static_cast<CUcontext>(kernel.context));
+  XQAJIT_CU_CHECK(impl_->api, cuLaunchKernelEx(&launch.cfg, static_cast<CUfunction>(kernel.merge_function),
+                                               params, nullptr));
 }
 
 bool Driver::clusters_fit(const LoadedKernel& kernel, const LaunchConfig& config) {

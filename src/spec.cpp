@@ -138,9 +138,34 @@ std::string backend_list(const std::vector<Backend>& v) {
 // allocate nothing: launch plans normalize and validate a spec on every call.
 bool has_hopper(const Arch& arch) { return arch.number() == 90 && arch.accel; }
 bool offers(const Arch& arch, Backend b) { return b == Backend::portable || (b == Backend::hopper && has_hopper(arch)); }
-// What backend=auto resolves to in a spec (backends_for's first entry).
+// backends_for's first entry; GQA's specs resolve backend=auto to it.
 Backend default_backend(Kind kind, const Arch& arch) {
   return kind == Kind::mla && has_hopper(arch) ? Backend::hopper : Backend::portable;
+}
+
+// MLA's backend=auto on sm_90a, by rows per request (H x q_len) and, at 17-32 rows with a
+// bf16 cache, by whether the launch splits wide (`wide_split`: batch <= SMs / 8). The hopper
+// kernel's CTA is one 64-row wgmma tile, so 16 rows (H=16, one token: DeepSeek-V3 at
+// tensor-parallel 8) pay for 64; the portable kernel sizes its rows to the request (H100,
+// session 18 runs 2-3, bench_mla, us hopper / portable): H=16 q_len 1 B=1 L=8192 20.7 / 16.2
+// bf16, 19.7 / 17.1 fp8; B=32 L=4096 96.0 / 75.7, 89.1 / 88.0; B=64 L=8192 343.5 / 251.9 bf16,
+// 318.7 / 306.8 fp8, bf16 Q + fp8 cache 324.6 / 310.0; B=128 L=4096 339.7 / 246.6, 315.5 /
+// 301.6. At 32 rows a bf16 cache runs faster on portable where the batch fills the GPU (H=32
+// B=32 L=4096 98.7 / 96.8, B=64 L=8192 348.1 / 316.1; H=16 q_len 2 B=64 350.4 / 319.5) and on
+// hopper where one request spreads over it (H=32 B=1 L=8192 21.4 / 24.2); an fp8 cache goes to
+// hopper from 32 rows (H=32 B=32 92.0 / 112.8, B=64 321.1 / 381.1; H=16 q_len 2 B=64 320.6 /
+// 379.1); 64 rows and more to hopper at every shape measured.
+Backend mla_auto_backend(const KernelSpec& s, bool wide_split) {
+  if (!has_hopper(s.arch)) return Backend::portable;
+  const int rows = s.group * s.q_len;
+  const bool portable = rows <= 16 || (rows <= 32 && s.kv != DType::fp8 && !wide_split);
+  return portable ? Backend::portable : Backend::hopper;
+}
+
+// What backend=auto resolves to in a spec (its name): GQA's default, MLA's rule for a
+// launch that does not split wide.
+Backend resolved_auto_backend(const KernelSpec& s) {
+  return s.kind == Kind::mla ? mla_auto_backend(s, false) : default_backend(s.kind, s.arch);
 }
 
 void validate_backend(const KernelSpec& s) {
@@ -219,8 +244,9 @@ Backend parse_backend(const std::string& text) {
 }
 
 std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
-  // The first entry is what backend=auto resolves to in a spec (default_backend);
-  // GQA's launch plan then picks per call where both run (planned_backend).
+  // The first entry is default_backend: GQA's spec resolves auto to it and its launch
+  // plan then picks per call where both run (planned_backend); MLA's spec resolves auto
+  // by rows per request (mla_auto_backend).
   if (!has_hopper(arch)) return {Backend::portable};
   if (kind == Kind::mla) return {Backend::hopper, Backend::portable};
   return {Backend::portable, Backend::hopper};
@@ -228,6 +254,7 @@ std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
 
 Backend planned_backend(const KernelSpec& spec, bool split_launch) {
   if (spec.backend != Backend::automatic) return spec.backend;
+  if (spec.kind == Kind::mla) return mla_auto_backend(spec, split_launch);
   // GQA on sm_90a, the measured rule (H200, same-run A/B, docs/KERNEL_NOTES.md h3-h7, h15).
   // An fp8 cache: hopper (session 5 run 5: 64x4096 129.9 vs 130.8 us for portable's
   // t128, 16x4096 38.6 vs 39.9, D=256 70.2 vs 74.0, B=1 L=8192 11.9 vs 12.4, page 16
@@ -288,7 +315,7 @@ std::vector<int> cta_rows_variants(const KernelSpec& spec) {
 
 std::vector<Backend> launch_backends(const KernelSpec& spec) {
   if (spec.backend != Backend::automatic) return {spec.backend};
-  std::vector<Backend> out{default_backend(spec.kind, spec.arch)};
+  std::vector<Backend> out{resolved_auto_backend(spec)};
   for (const bool split : {false, true}) {
     const Backend planned = planned_backend(spec, split);
     if (std::find(out.begin(), out.end(), planned) == out.end()) out.push_back(planned);
@@ -368,7 +395,8 @@ void validate(const KernelSpec& s, const std::vector<int>& supported_archs) {
 KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_archs) {
   validate(spec, supported_archs);
   KernelSpec s = spec;
-  if (s.backend == Backend::automatic) s.backend = default_backend(s.kind, s.arch);
+  if (s.backend == Backend::automatic)
+    s.backend = resolved_auto_backend(s);
   // MLA's portable backend uses no arch-specific instruction: it is built for the
   // plain arch, so one cubin serves every GPU of that major (sm_90 runs on sm_90a).
   if (s.kind == Kind::mla && s.backend == Backend::portable) s.arch.accel = false;

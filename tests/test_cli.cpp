@@ -95,8 +95,10 @@ TEST_CASE("spec names are pinned for a few specs of each family", "[cli]") {
         "gqa_fp16_kvfp16_ofp16_d128_p64_g2_q4_sw1_t64_portable_sm120a");
   CHECK(name_of(dir, {"kind=mla", "input=bf16", "head_dim=576", "group=128", "arch=sm_90a"}) ==
         "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t64_hopper_sm90a");
-  CHECK(name_of(dir, {"kind=mla", "input=fp8", "output=bf16", "head_dim=576", "group=16", "arch=sm_90a"}) ==
-        "mla_fp8_kvfp8_obf16_d576_p64_g16_q1_sw0_t64_hopper_sm90a");
+  CHECK(name_of(dir, {"kind=mla", "input=fp8", "output=bf16", "head_dim=576", "group=16", "arch=sm_90a",
+                      "backend=hopper"}) == "mla_fp8_kvfp8_obf16_d576_p64_g16_q1_sw0_t64_hopper_sm90a");
+  CHECK(name_of(dir, {"kind=mla", "input=fp8", "group=16", "arch=sm_90a"}) ==  // auto: 16 rows run portable
+        "mla_fp8_kvfp8_obf16_d576_p64_g16_q1_sw0_t32_portable_sm90");
 }
 
 TEST_CASE("a NAME argument round-trips through spec", "[cli]") {

@@ -200,7 +200,7 @@ TEST_CASE_METHOD(Fixture, "memory-only engine and an unwritable cache still comp
 
 TEST_CASE_METHOD(Fixture, "a kind without a template is a clear compile error", "[engine]") {
   Engine engine(options);
-  const KernelSpec mla = spec_from_fields({{"kind", "mla"}, {"group", "16"}, {"arch", "sm_90a"}});
+  const KernelSpec mla = spec_from_fields({{"kind", "mla"}, {"group", "128"}, {"arch", "sm_90a"}});
   try {
     engine.cubin(mla);
     FAIL("expected CompileError");

@@ -93,6 +93,29 @@ TEST_CASE("mla_decode resolves its backend by arch", "[mla][args]") {
   CHECK(canonical_name(s) == "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t64_hopper_sm90a");
 }
 
+TEST_CASE("mla_decode's auto backend on sm_90a goes by rows per request and, at 32, by batch", "[mla][args]") {
+  auto planned = [](int heads, int q_len, DType kv, int batch) {
+    MlaDecodeParams p = valid_params();
+    p.num_heads = heads;
+    p.q_len = q_len;
+    p.kv = kv;
+    p.input = kv == DType::fp8 && heads == 64 ? DType::fp8 : DType::bf16;
+    p.batch = batch;
+    return mla_decode_plan(p, h100()).spec.backend;
+  };
+  const DType bf = DType::bf16, f8 = DType::fp8;
+  CHECK(planned(16, 1, bf, 1) == Backend::portable);  // 16 rows: a quarter of hopper's 64-row tile
+  CHECK(planned(16, 1, f8, 64) == Backend::portable);
+  CHECK(planned(32, 1, bf, 1) == Backend::hopper);  // one request over the GPU
+  CHECK(planned(32, 1, bf, 16) == Backend::hopper);  // 16 x 8 <= 132 SMs
+  CHECK(planned(32, 1, bf, 17) == Backend::portable);
+  CHECK(planned(16, 2, bf, 64) == Backend::portable);
+  CHECK(planned(32, 1, f8, 64) == Backend::hopper);  // an fp8 cache: hopper from 32 rows
+  CHECK(planned(64, 1, bf, 64) == Backend::hopper);
+  CHECK(planned(128, 1, bf, 1) == Backend::hopper);
+  CHECK(mla_decode_plan(valid_params(), rtx_sm120()).spec.backend == Backend::portable);
+}
+
 TEST_CASE("mla_decode plans fit the device and split small batches", "[mla][args]") {
   for (const DeviceInfo& device : {h100(), rtx_sm120()})
     for (Backend backend : backends_for(Kind::mla, device.best_arch()))
@@ -136,6 +159,31 @@ TEST_CASE("mla_decode plans fit the device and split small batches", "[mla][args
     (void)mla_decode_plan(lone, h100());
   } catch (const ArgumentError& e) {
     CHECK(std::string(e.what()).find("num_splits") != std::string::npos);
+  }
+}
+
+TEST_CASE("mla_decode merges many split rows in a second launch, few in the last CTA", "[mla][args]") {
+  for (Backend backend : backends_for(Kind::mla, h100().best_arch())) {
+    INFO(to_string(backend));
+    MlaDecodeParams p = valid_params();
+    p.backend = backend;
+    p.batch = 1;
+    p.max_pages_per_seq = 512;  // 32k keys: the automatic plan splits wide
+    const MlaDecodePlan wide = mla_decode_plan(p, h100());
+    REQUIRE(wide.num_splits > 1);
+    CHECK(wide.merge_launch);  // 128 heads: every split row is 2 KB the last CTA would read alone
+    CHECK(wide.merge_grid[0] == static_cast<unsigned>(wide.rows_per_cta));
+    CHECK(wide.merge_grid[1] == wide.grid[1]);
+    CHECK(wide.merge_grid[2] == 1u);
+    CHECK(wide.merge_threads == 512u);  // 64 splits: four split groups of 128 threads
+    p.num_heads = 16;
+    p.num_splits = 2;  // 2 x 16 rows: the last CTA merges
+    CHECK_FALSE(mla_decode_plan(p, h100()).merge_launch);
+    p.num_splits = 3;
+    CHECK(mla_decode_plan(p, h100()).merge_launch);
+    CHECK(mla_decode_plan(p, h100()).merge_threads == 128u);
+    p.num_splits = 1;
+    CHECK_FALSE(mla_decode_plan(p, h100()).merge_launch);
   }
 }
 

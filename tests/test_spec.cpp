@@ -111,7 +111,7 @@ TEST_CASE("invalid combinations are rejected", "[spec]") {
   CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"input", "fp16"}, {"arch", "sm_90a"}}); }).field() == "input");
   CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"input", "fp8"}, {"kv", "bf16"}, {"arch", "sm_90a"}}); }).field() == "kv");
   // ... but a bf16 Q over an fp8 cache is a deployment MLA serves.
-  CHECK(canonical_name(spec_from_fields({{"kind", "mla"}, {"kv", "fp8"}, {"arch", "sm_90a"}})) ==
+  CHECK(canonical_name(spec_from_fields({{"kind", "mla"}, {"kv", "fp8"}, {"arch", "sm_90a"}, {"backend", "hopper"}})) ==
         "mla_bf16_kvfp8_obf16_d576_p64_g16_q1_sw0_t64_hopper_sm90a");
   CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"group", "24"}, {"arch", "sm_90a"}}); }).allowed().find("16, 32, 64, 128") != std::string::npos);
   CHECK(spec_error([] { spec_from_fields({{"kind", "mla"}, {"page_size", "16"}, {"arch", "sm_90a"}}); }).field() == "page_size");
@@ -163,14 +163,30 @@ TEST_CASE("flags per family", "[spec]") {
 }
 
 TEST_CASE("backends resolve by arch and are named", "[spec]") {
-  auto mla = [](const char* arch, const char* backend) {
-    return spec_from_fields({{"kind", "mla"}, {"arch", arch}, {"backend", backend}});
+  auto mla = [](const char* arch, const char* backend, const char* group = "128") {
+    return spec_from_fields({{"kind", "mla"}, {"arch", arch}, {"backend", backend}, {"group", group}});
   };
   CHECK(normalized(mla("sm_90a", "auto")).backend == Backend::hopper);
+  // MLA's auto on sm_90a goes by rows per request (H x q_len): portable up to 16, and
+  // up to 32 with a bf16 cache (the hopper CTA is one 64-row tile; KERNEL_NOTES m1-m2).
+  CHECK(normalized(mla("sm_90a", "auto", "16")).backend == Backend::portable);
+  CHECK(normalized(mla("sm_90a", "auto", "32")).backend == Backend::portable);
+  CHECK(normalized(mla("sm_90a", "auto", "64")).backend == Backend::hopper);
+  auto mla_fields = [](std::map<std::string, std::string> f) {
+    f["kind"] = "mla";
+    f["arch"] = "sm_90a";
+    return normalized(spec_from_fields(f)).backend;
+  };
+  CHECK(mla_fields({{"group", "32"}, {"input", "fp8"}, {"kv", "fp8"}}) == Backend::hopper);
+  CHECK(mla_fields({{"group", "32"}, {"kv", "fp8"}}) == Backend::hopper);
+  CHECK(mla_fields({{"group", "16"}, {"input", "fp8"}, {"kv", "fp8"}}) == Backend::portable);
+  CHECK(mla_fields({{"group", "16"}, {"q_len", "2"}}) == Backend::portable);
+  CHECK(mla_fields({{"group", "16"}, {"q_len", "2"}, {"kv", "fp8"}}) == Backend::hopper);
+  CHECK(mla_fields({{"group", "16"}, {"q_len", "3"}}) == Backend::hopper);
   CHECK(normalized(mla("sm_90", "auto")).backend == Backend::portable);
   CHECK(normalized(mla("sm_120a", "auto")).backend == Backend::portable);
   CHECK(normalized(mla("sm_90a", "portable")).backend == Backend::portable);
-  CHECK(canonical_name(mla("sm_90a", "portable")) == "mla_bf16_kvbf16_obf16_d576_p64_g16_q1_sw0_t32_portable_sm90");
+  CHECK(canonical_name(mla("sm_90a", "portable", "16")) == "mla_bf16_kvbf16_obf16_d576_p64_g16_q1_sw0_t32_portable_sm90");
   // The portable backend builds for the plain arch (it runs on every 9.x).
   CHECK_THROWS_AS(parse_name("mla_bf16_kvbf16_obf16_d576_p64_g16_q1_sw0_t32_portable_sm90a"), SpecError);
   // hopper needs sm_90a; the error says what this arch has.
@@ -227,6 +243,9 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"arch", "sm_90"}})) ==
         std::vector<Backend>{Backend::portable});
   CHECK(launch_backends(mla("sm_90a", "auto")) == std::vector<Backend>{Backend::hopper});
+  CHECK(launch_backends(mla("sm_90a", "auto", "16")) == std::vector<Backend>{Backend::portable});
+  // 32 rows of a bf16 cache: portable, or hopper where one request's splits fill the GPU.
+  CHECK(launch_backends(mla("sm_90a", "auto", "32")) == std::vector<Backend>{Backend::portable, Backend::hopper});
   const std::map<std::string, std::string> fp8 = {{"kv", "fp8"}, {"input", "bf16"}};
   auto with = [&](std::map<std::string, std::string> f, const char* k, const char* v) { f[k] = v; return gqa(f); };
   const auto variants = launch_variants({gqa(fp8), with(fp8, "backend", "portable"), gqa({{"head_dim", "64"}})});

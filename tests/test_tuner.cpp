@@ -278,7 +278,9 @@ TEST_CASE("tuner: prewarm follows the table: tuned variants of the set's specs a
   add({32, 8, Backend::portable}, 2);  // same variant: listed once
   add({128, 0, Backend::hopper}, 4);
   add({16, 0, Backend::portable}, 8, gqa_spec(), "another-toolchain");  // not this toolchain's
-  add({0, 2, Backend::portable}, 1, mla_spec());
+  KernelSpec mla = mla_spec();
+  mla.group = 128;  // auto runs hopper here, so the tuned portable kernel is one more
+  add({0, 2, Backend::portable}, 1, mla);
   save_tuning(tuning_file(dir.path(), h100().name), t);
 
   const auto names = [](const std::vector<KernelSpec>& v) {
@@ -288,14 +290,14 @@ TEST_CASE("tuner: prewarm follows the table: tuned variants of the set's specs a
   };
   o.tuning = "";
   Engine engine(o);
-  const std::vector<KernelSpec> set{gqa_spec(), mla_spec()};
+  const std::vector<KernelSpec> set{gqa_spec(), mla};
   const auto specs = engine.prewarm_specs(set);
-  KernelSpec t32 = gqa_spec(), h128 = gqa_spec(), mla_portable = mla_spec();
+  KernelSpec t32 = gqa_spec(), h128 = gqa_spec(), mla_portable = mla;
   t32.kv_tile = 32, t32.backend = Backend::portable;
   h128.kv_tile = 128, h128.backend = Backend::hopper;
   mla_portable.backend = Backend::portable;
   const auto got = names(specs);
-  CHECK(got == names({gqa_spec(), mla_spec(), t32, h128, mla_portable}));
+  CHECK(got == names({gqa_spec(), mla, t32, h128, mla_portable}));
   // A spec with an explicit tile never consults the table, so nothing is added for it.
   KernelSpec fixed = gqa_spec();
   fixed.kv_tile = 64;

@@ -20,6 +20,9 @@ struct CompiledKernel {
 
 /// The entry-point symbol of a spec's kernel (extern "C", so unmangled).
 std::string kernel_symbol(const KernelSpec& spec);
+/// The symbol of the same module's split-merge kernel, or "" where the family has
+/// none (GQA merges in the decode kernel; MLA may merge in a second launch).
+std::string merge_kernel_symbol(const KernelSpec& spec);
 /// The template file that is the compilation unit for a spec's kind.
 std::string kernel_main_file(const KernelSpec& spec);
 

@@ -41,6 +41,9 @@ struct LoadedKernel {
   KernelSpec spec;
   int device = 0;
   void* function = nullptr;   // CUfunction
+  /// CUfunction of the family's split-merge launch (MLA: xqajit_mla_merge), null
+  /// where the family merges inside the decode kernel only (GQA).
+  void* merge_function = nullptr;
   void* context = nullptr;    // CUcontext (the device's primary context)
   int max_dynamic_smem = 0;   // bytes of dynamic shared memory this kernel may request here
   int static_smem = 0;
@@ -79,16 +82,19 @@ class Driver {
   int stream_device(Stream stream);
   bool stream_is_capturing(Stream stream);
 
-  /// Loads `cubin` into `device`'s primary context and finds `symbol`; raises the
-  /// kernel's dynamic shared-memory limit to what this device allows.
+  /// Loads `cubin` into `device`'s primary context and finds `symbol` (and
+  /// `merge_symbol`, unless empty); raises the kernel's dynamic shared-memory
+  /// limit to what this device allows.
   std::shared_ptr<LoadedKernel> load(const KernelSpec& spec, const std::string& name,
                                      const std::vector<char>& cubin, const std::string& symbol,
-                                     int device);
+                                     const std::string& merge_symbol, int device);
 
   /// cuLaunchKernelEx on `stream`: no sync, no allocation. `params` is the
   /// kernel's parameter array (kernelParams). Checks dynamic_smem against the
   /// kernel's limit on its device first.
   void launch(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params);
+  /// The same for the kernel's split-merge entry (LoadedKernel::merge_function).
+  void launch_merge(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params);
   /// Whether every thread-block cluster of `config` (true without clusters) can be
   /// resident at once: cuOccupancyMaxActiveClusters, asked once per kernel and cluster size.
   bool clusters_fit(const LoadedKernel& kernel, const LaunchConfig& config);

@@ -167,4 +167,92 @@ __device__ __forceinline__ void split_merge(unsigned char* smem, int smem_bytes,
   }
 }
 
+
+// The merge as a second launch, for families whose partial rows are too large
+// for one CTA to read alone (MLA: 2 KB a row and split, so 64 splits of a
+// 64-row block are 8 MB for one SM). One CTA of G x kDim / 4 threads (G =
+// blockDim.x / (kDim / 4), at most kMaxGroups: the host picks it) merges row
+// `row` of merge group p.cta over every split (at most kMaxSplits: the host's
+// cap, split_plan.hpp): thread group g sums splits g, g + G, ... over its
+// 4-wide vector, so an SM keeps G x more loads in flight (what bounds this
+// loop: L2 latency, not bandwidth) -- where there are splits enough to share:
+// idle groups cost a short merge its CTAs' latency (KERNEL_NOTES m2). Called
+// after pdl_wait(): the partials are the previous grid's. `store(d, o[4],
+// row_max, row_sum)` writes one normalised-later 4-wide output vector.
+template <int kRowsPerCta, int kDim, int kMaxSplits, int kMaxGroups, typename Store>
+__device__ __forceinline__ void split_merge_row(const SplitPartials<kRowsPerCta, kDim>& p, int row, Store&& store) {
+  constexpr int kVecs = kDim / 4;
+  static_assert(kVecs % 32 == 0, "a thread group of kDim / 4 threads: whole warps");
+  static_assert(kMaxSplits <= 64, "warp 0 reads two splits' statistics a lane");
+  __shared__ float s_weight[kMaxSplits];
+  __shared__ float s_row[2];                                 // the row's max and sum over every split
+  __shared__ F32x4 s_part[kMaxGroups > 1 ? kMaxGroups - 1 : 1][kVecs];  // groups 1.. for group 0
+  const float kInf = __int_as_float(0x7f800000);
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int splits = p.splits;
+  if (tid < 32) {  // warp 0: lanes over the splits (<= 64: two each)
+    float mx[2], sm[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int sp = lane + 32 * k;
+      mx[k] = -kInf;
+      sm[k] = 0.f;
+      if (sp < splits) {
+        const float* const st = p.stats + p.slot(sp, row) * 2;
+        mx[k] = load_cg1(st);
+        sm[k] = load_cg1(st + 1);
+      }
+    }
+    float m = fmaxf(mx[0], mx[1]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int sp = lane + 32 * k;
+      const float w = mx[k] == -kInf ? 0.f : exp2f(mx[k] - m);
+      sum += w * sm[k];
+      if (sp < splits) s_weight[sp] = w;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) {
+      s_row[0] = m;
+      s_row[1] = sum;
+    }
+  }
+  __syncthreads();
+  // Group g, vector v: splits g, g + groups, ..., 8 loads in flight at a time.
+  const int groups = blockDim.x / kVecs;
+  const int g = tid / kVecs, v = tid % kVecs, d = v * 4;
+  constexpr int kBatch = 8;
+  float o[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int s0 = g; s0 < splits; s0 += kBatch * groups) {
+    F32x4 a[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int sp = s0 + j * groups;
+      if (sp < splits) a[j] = load_cg(p.acc + p.slot(sp, row) * kDim + d);
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int sp = s0 + j * groups;
+      if (sp < splits) {
+        const float w = s_weight[sp];
+        o[0] += w * a[j].x; o[1] += w * a[j].y; o[2] += w * a[j].z; o[3] += w * a[j].w;
+      }
+    }
+  }
+  if (groups > 1) {
+    if (g > 0) s_part[g - 1][v] = F32x4{o[0], o[1], o[2], o[3]};
+    __syncthreads();
+    if (g > 0) return;
+    for (int k = 0; k < groups - 1; ++k) {
+      const F32x4 a = s_part[k][v];
+      o[0] += a.x; o[1] += a.y; o[2] += a.z; o[3] += a.w;
+    }
+  }
+  store(d, o, s_row[0], s_row[1]);
+}
+
 }  // namespace xqajit

@@ -1,9 +1,12 @@
 #pragma once
 // The MLA epilogue both backends share: final bf16 rows (one split), or this
 // split's partial rows, then the last CTA of the (request, row block) merges
-// (common/split_merge.cuh, the same contract as GQA).
+// (common/split_merge.cuh, the same contract as GQA) -- or, where the host plans
+// it (args.merge_launch), a second launch merges: xqajit_mla_merge, whose body
+// is merge_launch_row below.
 
 #include "common/online_softmax.cuh"
+#include "common/pdl.cuh"
 #include "common/split_merge.cuh"
 #include "mla/shared_flags.cuh"
 #include "mla/shared_rows.cuh"
@@ -45,7 +48,7 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
     }
     if (multi && stats_owner && quad_col == 0) partials.store_stats(split, r, st.row_max[half], st.row_sum[half]);
   }
-  if (!multi) return;
+  if (!multi || args.merge_launch) return;
 
   if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, s_is_last)) return;
   __syncthreads();  // the pipeline region becomes the merge buffer
@@ -56,6 +59,30 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
                                   store_out_pair<kHeads>(args, b, rb * kR + r, d, o[0], o[1], scale);
                                   store_out_pair<kHeads>(args, b, rb * kR + r, d + 2, o[2], o[3], scale);
                                 });
+}
+
+// One CTA of xqajit_mla_merge: grid (rows_per_cta, row_blocks, batch), 128 threads
+// (a vector of 4 dims each) times the split groups the host picks, 1-4; merges row
+// blockIdx.x of row block blockIdx.y of request blockIdx.z over every split.
+constexpr int kMergeMaxGroups = 4;
+constexpr int kMergeMaxThreads = kMergeMaxGroups * kV / 4;
+constexpr int kMergeMaxSplits = 64;  // the host's kMaxSplits (split_plan.hpp)
+
+template <int kR, int kRows>
+__device__ __forceinline__ void merge_launch_row(const XqajitMlaArgs& args) {
+  const int r = blockIdx.x, rb = blockIdx.y, b = blockIdx.z;
+  pdl_wait();  // the partials are the decode grid's
+  pdl_launch_dependents();
+  const int row = rb * kR + r;
+  if (row >= kRows) return;  // padding rows of the last row block
+  const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
+  const SplitPartials<kR, kV> partials(args.partial, (long long)args.batch * gridDim.y, args.num_splits,
+                                       (long long)b * gridDim.y + rb);
+  split_merge_row<kR, kV, kMergeMaxSplits, kMergeMaxGroups>(partials, r, [&](int d, const float(&o)[4], float m, float sum) {
+    const float scale = row_out_scale(m, sum, kv_scale);
+    store_out_pair<kHeads>(args, b, row, d, o[0], o[1], scale);
+    store_out_pair<kHeads>(args, b, row, d + 2, o[2], o[3], scale);
+  });
 }
 
 }  // namespace mla

@@ -18,6 +18,8 @@
 //   acc      [batch * row_blocks][num_splits][rows_per_cta][512] float;
 //   stats    [batch * row_blocks][num_splits][rows_per_cta][2] float (max in
 //            log2 units, sum).
+// The merge is the last CTA's, or with merge_launch a second kernel's
+// (xqajit_mla_merge, in the same module); the counters stay zero then.
 
 #define XQAJIT_MLA_QK_DIM 576  // 512 latent ("nope") + 64 rope
 #define XQAJIT_MLA_V_DIM 512   // V is the first 512 of each cached row
@@ -48,7 +50,10 @@ struct XqajitMlaArgs {
   int batch;
   int num_splits;             // CTAs per (request, row block) along the sequence
   int split_tokens;           // keys per split, a multiple of KV_TILE_TOKENS
-  int pad1_;
+  // 1: splits store their partials and stop; a second launch (xqajit_mla_merge,
+  // grid (rows_per_cta, row_blocks, batch), 512 threads) merges them, one CTA a
+  // row. 0: the last CTA of each (request, row block) merges alone.
+  int merge_launch;
 };
 
 // How one backend maps a spec onto CTAs.

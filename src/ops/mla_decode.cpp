@@ -23,6 +23,19 @@ static_assert(sizeof(XqajitMlaArgs) == 184, "XqajitMlaArgs changed: update both 
 constexpr const char* kOp = "mla_decode";
 constexpr int kQkDim = XQAJIT_MLA_QK_DIM;
 constexpr int kVDim = XQAJIT_MLA_V_DIM;
+// xqajit_mla_merge: a thread per 4 output dims, times 1-4 split groups (mla/shared_epilogue.cuh):
+// a group per 16 splits. Four groups keep four times the loads in flight (run 2, H100, 64 splits:
+// portable H=128 B=1 L=8192 51.1 -> 43.7 us), but at 2 splits their idle threads made the
+// merge's 4096 CTAs slower (H=128 B=32 L=4096 200 -> 217 us).
+constexpr int kMergeVectors = kVDim / 4;
+constexpr int kMergeMaxGroups = 4;
+constexpr int kMergeSplitsPerGroup = 16;
+
+// Split rows (splits x rows of a row block) the last CTA merges alone; past this a
+// second launch merges. A partial row is 2 KB, and one SM reads the L2 at ~50 GB/s
+// in this merge (H=128 B=1: 64 splits x 64 rows, 8 MB, took ~170 us), where a
+// launch of one CTA a row spreads it over the GPU for ~1-2 us more launch.
+constexpr int kLastCtaMergeRows = 32;
 
 [[noreturn]] void fail(const char* field, const std::string& why) { ops::fail(kOp, field, why); }
 
@@ -106,7 +119,10 @@ void validate(const MlaDecodeParams& p) {
                      kQkDim, dtype_bytes(p.kv), "the 576 values of a row");
 }
 
-KernelSpec mla_decode_spec(const MlaDecodeParams& p, const Arch& arch) {
+namespace {
+
+// The spec of a launch, backend=auto still unresolved.
+KernelSpec mla_spec_of(const MlaDecodeParams& p, const Arch& arch) {
   KernelSpec s;
   s.kind = Kind::mla;
   s.input = p.input;
@@ -119,8 +135,19 @@ KernelSpec mla_decode_spec(const MlaDecodeParams& p, const Arch& arch) {
   s.arch = arch;
   s.kv_tile = p.kv_tile;
   s.backend = p.backend;
-  return normalized(s);
+  return s;
 }
+
+// One request's splits fill the GPU: at most SMs / 8 hopper row blocks in all (64 rows
+// each), so each has 8 SMs or more to split over (spec.cpp, mla_auto_backend).
+bool splits_wide(const MlaDecodeParams& p, const DeviceInfo& device) {
+  const std::int64_t row_blocks = (static_cast<std::int64_t>(p.num_heads) * p.q_len + 63) / 64;
+  return static_cast<std::int64_t>(p.batch) * row_blocks * 8 <= device.sm_count;
+}
+
+}  // namespace
+
+KernelSpec mla_decode_spec(const MlaDecodeParams& p, const Arch& arch) { return normalized(mla_spec_of(p, arch)); }
 
 MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& device) {
   MlaDecodePlan plan;
@@ -137,6 +164,8 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
     }
   }
   // --- end tuning ---
+  if (p.backend == Backend::automatic)
+    p.backend = planned_backend(mla_spec_of(p, device.best_arch()), splits_wide(p, device));
   plan.spec = mla_decode_spec(p, device.best_arch());
   const XqajitMlaGeometry geo = geometry(plan.spec);
   if (geo.stages == 0 || geo.smem_bytes > device.max_smem_per_block_optin)
@@ -164,6 +193,15 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   plan.grid[1] = static_cast<unsigned>(geo.row_blocks);
   plan.grid[2] = static_cast<unsigned>(p.batch);
   plan.workspace_bytes = split_workspace_bytes(request.base_ctas, split.num_splits, geo.rows_per_cta, kVDim);
+  plan.merge_launch =
+      split.num_splits > 1 && split.num_splits * std::min(geo.rows, geo.rows_per_cta) > kLastCtaMergeRows;
+  if (plan.merge_launch) {
+    plan.merge_grid[0] = static_cast<unsigned>(geo.rows_per_cta);
+    plan.merge_grid[1] = plan.grid[1];
+    plan.merge_grid[2] = plan.grid[2];
+    plan.merge_threads = static_cast<unsigned>(
+        kMergeVectors * std::clamp(plan.num_splits / kMergeSplitsPerGroup, 1, kMergeMaxGroups));
+  }
   return plan;
 }
 
@@ -213,6 +251,7 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
   args.batch = p.batch;
   args.num_splits = plan.num_splits;
   args.split_tokens = plan.split_tokens;
+  args.merge_launch = plan.merge_launch ? 1 : 0;
 
   LaunchConfig config;
   std::copy(plan.grid, plan.grid + 3, config.grid);
@@ -221,6 +260,13 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
   config.programmatic_dependent_launch = p.programmatic_dependent_launch && plan.spec.arch.number() >= 90;
   void* params[] = {&args};
   driver.launch(kernel, config, stream, params);
+  if (plan.merge_launch) {
+    LaunchConfig merge;
+    std::copy(plan.merge_grid, plan.merge_grid + 3, merge.grid);
+    merge.block[0] = plan.merge_threads;
+    merge.programmatic_dependent_launch = config.programmatic_dependent_launch;
+    driver.launch_merge(kernel, merge, stream, params);
+  }
 }
 
 }  // namespace xqajit

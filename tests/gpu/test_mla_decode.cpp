@@ -46,6 +46,7 @@ std::string describe(const MlaCase& c) {
 
 struct Stats {
   int cases = 0, failures = 0;
+  int merged_by_last_cta = 0, merged_by_launch = 0;  // split cases, by where their partials merged
   std::map<std::string, double> worst;
 };
 Stats& stats() {
@@ -81,6 +82,8 @@ double check_output(MlaProblem& pr, cudaStream_t stream) {
 }
 
 double run_and_check(MlaProblem& pr, cudaStream_t stream) {
+  const MlaDecodePlan plan = mla_decode_plan(pr.dev, device());
+  if (plan.num_splits > 1) ++(plan.merge_launch ? stats().merged_by_launch : stats().merged_by_last_cta);
   pr.d_out.fill(0xff);  // NaN in bf16
   mla_decode(engine(), pr.dev, stream);
   XQAJIT_CUDART_CHECK(cudaGetLastError());
@@ -168,6 +171,11 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     lone.kv_scale = 0.2f;
     lone.seq_lens = {20001};
     cases.push_back(lone);
+    MlaCase pair;  // two splits of 16 rows: the last CTA merges (32 split rows)
+    pair.backend = b;
+    pair.seq_lens = {3000, 700};
+    pair.num_splits = 2;
+    cases.push_back(pair);
     MlaCase empty;  // every request empty, with splits
     empty.backend = b;
     empty.seq_lens = {0, 0, 0};
@@ -182,7 +190,10 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
   }
   std::fprintf(stderr, "\n%-26s %s\n", "backend q/kv", "worst rel err");
   for (const auto& [k, v] : stats().worst) std::fprintf(stderr, "%-26s %.2e\n", k.c_str(), v);
-  std::fprintf(stderr, "mla cases: %d, failed: %d\n", stats().cases, stats().failures);
+  std::fprintf(stderr, "mla cases: %d, failed: %d; split cases merged by the last CTA: %d, by a merge launch: %d\n",
+               stats().cases, stats().failures, stats().merged_by_last_cta, stats().merged_by_launch);
+  CHECK(stats().merged_by_last_cta > 0);  // both merges ran
+  CHECK(stats().merged_by_launch > 0);
 }
 
 TEST_CASE("mla split-KV counters reset themselves across launches", "[gpu][mla]") {

@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
                 copy_bw / 1e9);
     std::fprintf(stderr, "{\"device\": \"%s\", \"copy_GBps\": %.1f}\n", info.name.c_str(), copy_bw / 1e9);
     const DType bf = DType::bf16, f8 = DType::fp8;
-    // The shapes: compute-bound H=128, memory-bound H=16, one long request, MTP.
+    // The shapes: compute-bound H=128, memory-bound H=16, one long request, MTP;
+    // small batches (B = 1-4), where the split merge is most of the time.
     std::vector<Shape> shapes;
     for (DType in : {bf, f8}) {
       const DType kv = in;
@@ -47,6 +48,15 @@ int main(int argc, char** argv) {
       shapes.push_back({128, 64, 8192, 1, in, kv});
       shapes.push_back({128, 32, 4096, 1, in, kv});
       shapes.push_back({128, 1, 32768, 1, in, kv});
+      shapes.push_back({128, 1, 8192, 1, in, kv});  // small batch: where the merge launch matters
+      shapes.push_back({128, 4, 8192, 1, in, kv});
+      shapes.push_back({16, 1, 8192, 1, in, kv});
+      shapes.push_back({16, 1, 32768, 1, in, kv});
+      for (int H : {32, 64}) {  // between the two: where backend=auto changes sides
+        shapes.push_back({H, 1, 8192, 1, in, kv});
+        shapes.push_back({H, 32, 4096, 1, in, kv});
+        shapes.push_back({H, 64, 8192, 1, in, kv});
+      }
       shapes.push_back({16, 64, 8192, 1, in, kv});
       shapes.push_back({16, 128, 4096, 1, in, kv});
       shapes.push_back({16, 32, 4096, 1, in, kv});
@@ -128,14 +138,16 @@ int main(int argc, char** argv) {
         const double bytes = double(s.B) * s.L * 576 * dtype_bytes(s.kv);
         const double gbps = bytes / (us * 1e-6) / 1e9;
         const double tflops = 2.0 * s.B * s.q_len * s.H * double(s.L) * (576 + 512) / (us * 1e-6) / 1e12;
-        std::printf("%-9s %-30s %6d %9.1f %8.0f %6.1f%% %8.1f %7.2f %5d\n", to_string(backend).c_str(), key.c_str(),
-                    plan.num_splits, us, gbps, 100.0 * gbps * 1e9 / copy_bw, tflops, cubin.seconds, k.num_regs);
+        // "64+m": 64 splits merged by a second launch (MlaDecodePlan::merge_launch).
+        const std::string splits = fmt::format("{}{}", plan.num_splits, plan.merge_launch ? "+m" : "");
+        std::printf("%-9s %-30s %6s %9.1f %8.0f %6.1f%% %8.1f %7.2f %5d\n", to_string(backend).c_str(), key.c_str(),
+                    splits.c_str(), us, gbps, 100.0 * gbps * 1e9 / copy_bw, tflops, cubin.seconds, k.num_regs);
         std::fprintf(stderr,
                      "{\"backend\": \"%s\", \"H\": %d, \"B\": %d, \"L\": %d, \"q_len\": %d, \"input\": \"%s\", "
-                     "\"kv\": \"%s\", \"splits\": %d, \"us\": %.2f, \"GBps\": %.1f, \"pct_copy\": %.1f, "
+                     "\"kv\": \"%s\", \"splits\": %d, \"merge_launch\": %s, \"us\": %.2f, \"GBps\": %.1f, \"pct_copy\": %.1f, "
                      "\"TFLOPs\": %.1f, \"nvrtc_s\": %.3f, \"spec\": \"%s\"}\n",
                      to_string(backend).c_str(), s.H, s.B, s.L, s.q_len, to_string(s.input).c_str(),
-                     to_string(s.kv).c_str(), plan.num_splits, us, gbps, 100.0 * gbps * 1e9 / copy_bw, tflops,
+                     to_string(s.kv).c_str(), plan.num_splits, plan.merge_launch ? "true" : "false", us, gbps, 100.0 * gbps * 1e9 / copy_bw, tflops,
                      cubin.seconds, cubin.name.c_str());
         std::fflush(stdout);
       }

@@ -86,6 +86,11 @@ struct MlaDecodePlan {
   unsigned smem_bytes = 0;
   std::size_t workspace_bytes = 0;
   ChoiceSource source = ChoiceSource::heuristic;  ///< where kv_tile / splits came from (tuning.hpp)
+  /// Splits merged by a second launch (xqajit_mla_merge: merge_grid x merge_threads,
+  /// one CTA a row) instead of the last CTA of each (request, row block).
+  bool merge_launch = false;
+  unsigned merge_grid[3] = {1, 1, 1};
+  unsigned merge_threads = 0;
 };
 MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& device);
 
