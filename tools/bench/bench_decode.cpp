@@ -4,7 +4,7 @@
 // shapes), GB/s of K+V read and that as a percentage of the copy bandwidth.
 // Also the NVRTC seconds of each spec (memory-only engine: every spec compiles).
 //
-//   bench_decode [--quick | --sweep | --waves | --only "A|B"]    (prints a table; JSON lines to stderr)
+//   bench_decode [--quick | --sweep | --waves | --spec-rows | --spec-rows-dims | --spec-long | --only "A|B"]    (prints a table; JSON lines to stderr)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -162,6 +162,19 @@ int main(int argc, char** argv) {
       for (DType kv : {bf, f8})  // 64 rows at larger batch, where the rule keeps one block: two of 32 against it
         for (int B : {16, 64})
           for (int rows : {0, 32}) shapes.push_back({B, 4096, 64, 8, 128, bf, kv, 64, 0, 0, false, 8, rows});
+    }
+
+    // --spec-long: speculative decoding over long sequences, one knob at a time against the plan:
+    // the 128-key tile, half the row blocks (twice the rows per CTA), both. A tuned table beat
+    // the plan by 11-25 % at B=1 L=32768 with two knobs moved at once (KERNEL_NOTES, session 18).
+    if (argc > 1 && std::string(argv[1]) == "--spec-long") {
+      shapes.clear();
+      for (DType kv : {bf, f8})
+        for (auto [Hq, q, half_rows] : {std::tuple{32, 4, 8}, std::tuple{32, 8, 16}, std::tuple{64, 8, 32}})
+          for (auto [B, L] : {std::pair{1, 16384}, std::pair{2, 32768}, std::pair{1, 65536}})
+            for (int tile : {0, 128})
+              for (int rows : {0, half_rows})
+                shapes.push_back({B, L, Hq, 8, 128, bf, kv, 64, tile, 0, false, q, rows});
     }
 
     // --spec-rows-dims: the same question at head_dim 64 and 256 (fp8: auto runs hopper there),
