@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <utility>
 #include <cctype>
 #include <sstream>
 
@@ -278,7 +279,7 @@ Backend planned_backend(const KernelSpec& spec, bool split_launch) {
   return hopper_arch && (fp8 || hopper_16bit) ? Backend::hopper : default_backend(spec.kind, spec.arch);
 }
 
-int planned_cta_rows(const KernelSpec& spec, long long batch_kv_heads, int sm_count) {
+int planned_cta_rows(const KernelSpec& spec, long long batch_kv_heads, int sm_count, long long keys) {
   // Measured at head_dim 128, and 256 with an fp8 cache (h46: B=1 L=8192 q_len 4 35.1 -> 22.6 us,
   // q_len 8 33.6 -> 29.4); at 64 blocks of 8 lost 3-4 % at B=1 (16 won q_len 8 by 13 %: the tuner's).
   const bool measured = spec.head_dim == 128 || (spec.head_dim == 256 && spec.kv == DType::fp8);
@@ -295,6 +296,16 @@ int planned_cta_rows(const KernelSpec& spec, long long batch_kv_heads, int sm_co
   // -> 64.6-64.8; bf16 there 99.4-99.8 -> 102.7-103.4, and both lose at B=64: 243 -> 269-271,
   // 364 -> 387). Fewer rows keep one block past B=2: at B=4-8 smaller blocks lost up to 2 x.
   const int n = default_cta_rows(spec);
+  // Long sequences (more than 256 keys per query row of a KV head: L > 8192 at 32 rows, > 16384
+  // at 64) take two blocks, not four: every block re-reads its KV head's keys, and a long
+  // sequence's splits fill the SMs without more blocks (H100, session 18 run 6, bench_decode
+  // --spec-long, head_dim 128, four blocks -> two: B=1 32 rows L=16384 bf16 37.1 -> 35.2 us, fp8
+  // 29.3 -> 27.3, L=65536 127.3 -> 111.8, 89.3 -> 64.4; 64 rows L=65536 136.7 -> 120.2, fp8 104.9
+  // -> 75.8, L=32768 fp8 58.3 -> 47.6 (run 4); at L=16384 64 rows keep four: 41.5 vs 42.9, fp8
+  // 34.2 vs 39.1; and at B=2, where one block ran before, 32 rows fp8 L=32768 75.9 -> 62.1, bf16
+  // 109.4 -> 108.8).
+  const bool long_seq = spec.head_dim == 128 && keys > 256LL * spec.group * spec.q_len;
+  if (n >= 32 && long_seq && batch_kv_heads * 8 <= sm_count) return n / 2;
   if (n >= 16 && batch_kv_heads * 16 <= sm_count) return std::max(8, n / 4);
   const long long sms_per_kv_head = spec.kv == DType::fp8 ? 1 : 2;
   if (n == 64 && batch_kv_heads * sms_per_kv_head <= sm_count) return 32;
@@ -305,8 +316,9 @@ namespace {
 // Every cta_rows planned_cta_rows may pick for `spec` (hopper), whatever the launch.
 std::vector<int> cta_rows_variants(const KernelSpec& spec) {
   std::vector<int> out;
-  for (const int sm_count : {16, 2}) {  // one KV head on 16 SMs: the small-batch form; on 2: the 64-row one
-    const int rows = planned_cta_rows(spec, 1, sm_count);
+  // One KV head on 16 SMs: the small-batch form, short and long; on 2: the 64-row one.
+  for (const auto& [sm_count, keys] : {std::pair{16, 0LL}, std::pair{16, 1LL << 30}, std::pair{2, 0LL}}) {
+    const int rows = planned_cta_rows(spec, 1, sm_count, keys);
     if (rows != 0 && std::find(out.begin(), out.end(), rows) == out.end()) out.push_back(rows);
   }
   return out;

@@ -313,6 +313,14 @@ TEST_CASE("rows per CTA: a named variant of the hopper kernel, and the plan's sm
   CHECK(planned_cta_rows(g8q8, 16, 132) == 32);
   CHECK(planned_cta_rows(g8q8, 64, 132) == 32);
   CHECK(planned_cta_rows(g8q8, 128, 132) == 0);
+  // Long sequences (> 256 keys per query row of a KV head): two blocks, up to batch x KV heads <= SMs / 8.
+  CHECK(planned_cta_rows(g4q8, 8, 132, 8192) == 8);
+  CHECK(planned_cta_rows(g4q8, 8, 132, 16384) == 16);
+  CHECK(planned_cta_rows(g4q8, 16, 132, 32768) == 16);  // B=2: one block before
+  CHECK(planned_cta_rows(g4q8, 32, 132, 32768) == 0);
+  CHECK(planned_cta_rows(g8q8, 8, 132, 16384) == 16);
+  CHECK(planned_cta_rows(g8q8, 8, 132, 32768) == 32);
+  CHECK(planned_cta_rows(g4q4, 8, 132, 65536) == 8);  // 16 rows: two blocks either way
   auto fp8_q8 = q8;
   fp8_q8["kv"] = "fp8";
   fp8_q8["group"] = "8";
@@ -327,6 +335,7 @@ TEST_CASE("rows per CTA: a named variant of the hopper kernel, and the plan's sm
   d256_fp8["kv"] = "fp8";
   CHECK(planned_cta_rows(normalized(gqa(d256_fp8)), 8, 132) == 8);  // 32 rows (the D=256 cap): four blocks
   CHECK(planned_cta_rows(normalized(gqa(d256_fp8)), 16, 132) == 0);
+  CHECK(planned_cta_rows(normalized(gqa(d256_fp8)), 8, 132, 1 << 20) == 8);  // the long rule: head_dim 128 only
   auto portable = q8;
   portable["backend"] = "portable";
   CHECK(planned_cta_rows(normalized(gqa(portable)), 1, 132) == 0);
@@ -335,5 +344,5 @@ TEST_CASE("rows per CTA: a named variant of the hopper kernel, and the plan's sm
   auto_q8.erase("backend");
   std::vector<int> rows;
   for (const KernelSpec& v : launch_variants({gqa(auto_q8), with(q8, "group", "8")})) rows.push_back(v.cta_rows);
-  CHECK(rows == std::vector<int>{0, 0, 8, 0, 16, 32});  // portable, hopper + r8; g8 hopper + r16, r32
+  CHECK(rows == std::vector<int>{0, 0, 8, 16, 0, 16, 32});  // portable, hopper + r8, r16; g8 hopper + r16, r32
 }

@@ -77,9 +77,10 @@ std::vector<Backend> backends_for(Kind kind, const Arch& arch);
 Backend planned_backend(const KernelSpec& spec, bool split_launch = false);
 /// The cta_rows a launch of `spec` runs (its backend resolved): its own when set; for
 /// the GQA hopper kernel with q_len > 1 at head_dim 128 (256 with an fp8 cache) the measured small-batch rule
-/// (KERNEL_NOTES h43) from the launch's batch x KV heads and the device's SMs; else 0.
-/// Allocates nothing.
-int planned_cta_rows(const KernelSpec& spec, long long batch_kv_heads, int sm_count);
+/// (KERNEL_NOTES h43, h47) from the launch's batch x KV heads, the device's SMs and the keys a
+/// request can need (`keys`: past 256 per query row of a KV head, two row blocks instead of four);
+/// else 0. Allocates nothing.
+int planned_cta_rows(const KernelSpec& spec, long long batch_kv_heads, int sm_count, long long keys = 0);
 /// The backends a launch of `spec` may run: its own when set; for backend=auto, the
 /// one the spec resolves to and whatever planned_backend picks, split or not.
 /// Prewarming an auto spec compiles all of them, so no launch compiles.

@@ -155,7 +155,8 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   // Rows per CTA: the caller's (one that is the kernel's own N names no variant), else the
   // measured small-batch rule (hopper, q_len > 1).
   if (p.cta_rows == 0)
-    plan.spec.cta_rows = planned_cta_rows(plan.spec, static_cast<long long>(p.batch) * p.num_kv_heads, device.sm_count);
+    plan.spec.cta_rows = planned_cta_rows(plan.spec, static_cast<long long>(p.batch) * p.num_kv_heads, device.sm_count,
+                                          static_cast<long long>(p.max_pages_per_seq) * p.page_size);
   const int tile = plan.spec.kv_tile;
   const bool hopper = plan.spec.backend == Backend::hopper;
   const XqajitDecodeGeometry geo =
