@@ -77,9 +77,13 @@ int default_kv_tile(const KernelSpec& s) {
   // From 64 rows (q_len 8 x group 8) 128 keys again, by far: 64-key tiles ran 2.2-2.6 x
   // slower at every batch (H100, `xqajit tune`, KERNEL_NOTES h42: B=64 L=8192 1192 vs
   // 456 us, B=16 L=4096 169 vs 85, B=4 L=8192 98 vs 67).
+  // A 16-row CTA of 32 rows (two row blocks: long speculative decoding, h47) takes 128 keys too
+  // (H100, session 18 run 6, fp8 group 4 q_len 8: B=1 L=16384 27.3 vs 24.7 us, L=65536 64.4 vs
+  // 61.8, B=2 L=32768 62.1 vs 59.9; 8-row CTAs keep 64, unmeasured at 128 below L=16384).
   if (s.backend == Backend::hopper) {
     const int rows = s.group * s.q_len;
-    return s.kv == DType::fp8 && (rows <= 16 || rows >= 64) && s.head_dim <= 128 && s.page_size >= 64 ? 128 : 64;
+    const bool tall_or_short = rows <= 16 || rows >= 64 || s.cta_rows == 16;
+    return s.kv == DType::fp8 && tall_or_short && s.head_dim <= 128 && s.page_size >= 64 ? 128 : 64;
   }
   // An fp8 cache halves the bytes per key, so a short tile cannot hide the
   // per-tile work: for one row tile, 128 keys at D <= 128 measured 3-7 % faster

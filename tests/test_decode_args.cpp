@@ -385,6 +385,19 @@ TEST_CASE("speculative decoding at small batch runs a KV head's rows as several 
     // 8-row CTAs merge as q_len 1 does: no cluster cap, the slot rule (fp8 t64: 4 CTAs/SM)
     CHECK(plan.num_splits == (kv == DType::fp8 ? 16 : 8));
     CHECK(plan.workspace_bytes == decode_workspace_size(p, h100()));
+    CHECK(plan.spec.kv_tile == 64);
+    p.max_pages_per_seq = 512;  // L=32768: past 256 keys per query row, two blocks of 16 (h47)
+    plan = decode_plan(p, h100());
+    CHECK(plan.spec.cta_rows == 16);
+    CHECK(plan.grid[1] == 8u * 2);
+    CHECK(plan.spec.kv_tile == (kv == DType::fp8 ? 128 : 64));  // fp8: a 16-row CTA takes 128 keys
+    CHECK(plan.workspace_bytes == decode_workspace_size(p, h100()));
+    p.batch = 2;  // two blocks up to batch x KV heads <= SMs / 8
+    CHECK(decode_plan(p, h100()).spec.cta_rows == 16);
+    p.kv_tile = 64;  // a tile asked for is kept
+    CHECK(decode_plan(p, h100()).spec.kv_tile == 64);
+    p.kv_tile = 0;
+    p.max_pages_per_seq = 128;
     p.batch = 4;  // one block, as before
     plan = decode_plan(p, h100());
     CHECK(plan.spec.cta_rows == 0);

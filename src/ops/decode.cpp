@@ -157,6 +157,11 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   if (p.cta_rows == 0)
     plan.spec.cta_rows = planned_cta_rows(plan.spec, static_cast<long long>(p.batch) * p.num_kv_heads, device.sm_count,
                                           static_cast<long long>(p.max_pages_per_seq) * p.page_size);
+  if (p.kv_tile == 0 && plan.spec.cta_rows != 0) {  // the default tile may follow the rows per CTA
+    KernelSpec rows_spec = plan.spec;
+    rows_spec.kv_tile = 0;
+    plan.spec = normalized(rows_spec);
+  }
   const int tile = plan.spec.kv_tile;
   const bool hopper = plan.spec.backend == Backend::hopper;
   const XqajitDecodeGeometry geo =
