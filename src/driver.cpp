@@ -247,6 +247,14 @@ struct LaunchAttrs {
   LaunchAttrs& operator=(const LaunchAttrs&) = delete;
 };
 
+// One entry point of `kernel`'s module (`fn`: its decode or its merge function), launched in its context.
+void launch_entry(const CudaApi& api, const LoadedKernel& kernel, void* fn, const LaunchConfig& config,
+                  Stream stream, void** params) {
+  LaunchAttrs launch(config, stream);
+  ScopedContext scope(api, static_cast<CUcontext>(kernel.context));
+  XQAJIT_CU_CHECK(api, cuLaunchKernelEx(&launch.cfg, static_cast<CUfunction>(fn), params, nullptr));
+}
+
 }  // namespace
 
 void Driver::launch(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params) {
@@ -256,18 +264,13 @@ void Driver::launch(const LoadedKernel& kernel, const LaunchConfig& config, Stre
         "kernel {} needs {} B of dynamic shared memory but device {} allows {} B per block; "
         "choose a smaller kv_tile or head_dim",
         kernel.name, config.dynamic_smem, kernel.device, kernel.max_dynamic_smem));
-  LaunchAttrs launch(config, stream);
-  ScopedContext scope(api, static_cast<CUcontext>(kernel.context));
-  XQAJIT_CU_CHECK(api, cuLaunchKernelEx(&launch.cfg, static_cast<CUfunction>(kernel.function), params, nullptr));
+  launch_entry(api, kernel, kernel.function, config, stream, params);
 }
 
 void Driver::launch_merge(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params) {
   if (!kernel.merge_function)
     throw ArgumentError(fmt::format("kernel {} has no split-merge entry point", kernel.name));
-  LaunchAttrs launch(config, stream);
-  ScopedContext scope(impl_->api, static_cast<CUcontext>(kernel.context));
-  XQAJIT_CU_CHECK(impl_->api, cuLaunchKernelEx(&launch.cfg, static_cast<CUfunction>(kernel.merge_function),
-                                               params, nullptr));
+  launch_entry(impl_->api, kernel, kernel.merge_function, config, stream, params);
 }
 
 bool Driver::clusters_fit(const LoadedKernel& kernel, const LaunchConfig& config) {

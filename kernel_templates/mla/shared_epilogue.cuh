@@ -64,7 +64,7 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
 // One CTA of xqajit_mla_merge: grid (rows_per_cta, row_blocks, batch), 128 threads
 // (a vector of 4 dims each) times the split groups the host picks, 1-4; merges row
 // blockIdx.x of row block blockIdx.y of request blockIdx.z over every split.
-constexpr int kMergeMaxGroups = 4;
+constexpr int kMergeMaxGroups = kXqajitMlaMergeMaxGroups;  // the host sizes the block (mla_args.h)
 constexpr int kMergeMaxThreads = kMergeMaxGroups * kV / 4;
 constexpr int kMergeMaxSplits = 64;  // the host's kMaxSplits (split_plan.hpp)
 

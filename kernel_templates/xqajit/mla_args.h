@@ -67,6 +67,18 @@ struct XqajitMlaGeometry {
   int merge_bytes;      // bytes of the reusable region the split merge may use (>= 16)
 };
 
+// xqajit_mla_merge's block (the second launch that merges wide splits, merge_launch):
+// a thread per 4 of the 512 output dims, times 1-4 split groups, one per 16 splits.
+// Four groups keep four times the loads in flight (H100, session 18 run 2, 64 splits:
+// portable H=128 B=1 L=8192 51.1 -> 43.7 us); at 2 splits idle groups made the merge's
+// 4096 CTAs slower (H=128 B=32 L=4096 200 -> 217 us).
+constexpr int kXqajitMlaMergeMaxGroups = 4;
+constexpr int xqajit_mla_merge_threads(int num_splits) {
+  const int groups = num_splits / 16;
+  return XQAJIT_MLA_V_DIM / 4 *
+         (groups < 1 ? 1 : groups < kXqajitMlaMergeMaxGroups ? groups : kXqajitMlaMergeMaxGroups);
+}
+
 // Per-block shared-memory opt-in limit by arch number (e.g. 90).
 constexpr int xqajit_mla_smem_budget(int arch) {
   return (arch == 80 || arch == 87) ? 166912

@@ -151,17 +151,14 @@ namespace {
 // The plan of one backend (p.backend is hopper or portable): geometry, split, launch options.
 DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInfo& device) {
   DecodePlan plan;
-  plan.spec = normalized(decode_spec(p, arch));
   // Rows per CTA: the caller's (one that is the kernel's own N names no variant), else the
-  // measured small-batch rule (hopper, q_len > 1).
+  // measured small-batch rule (hopper, q_len > 1); chosen before the spec is normalized,
+  // because the default tile follows them.
+  KernelSpec spec = decode_spec(p, arch);
   if (p.cta_rows == 0)
-    plan.spec.cta_rows = planned_cta_rows(plan.spec, static_cast<long long>(p.batch) * p.num_kv_heads, device.sm_count,
-                                          static_cast<long long>(p.max_pages_per_seq) * p.page_size);
-  if (p.kv_tile == 0 && plan.spec.cta_rows != 0) {  // the default tile may follow the rows per CTA
-    KernelSpec rows_spec = plan.spec;
-    rows_spec.kv_tile = 0;
-    plan.spec = normalized(rows_spec);
-  }
+    spec.cta_rows = planned_cta_rows(spec, static_cast<long long>(p.batch) * p.num_kv_heads, device.sm_count,
+                                     static_cast<long long>(p.max_pages_per_seq) * p.page_size);
+  plan.spec = normalized(spec);
   const int tile = plan.spec.kv_tile;
   const bool hopper = plan.spec.backend == Backend::hopper;
   const XqajitDecodeGeometry geo =

@@ -23,18 +23,11 @@ static_assert(sizeof(XqajitMlaArgs) == 184, "XqajitMlaArgs changed: update both 
 constexpr const char* kOp = "mla_decode";
 constexpr int kQkDim = XQAJIT_MLA_QK_DIM;
 constexpr int kVDim = XQAJIT_MLA_V_DIM;
-// xqajit_mla_merge: a thread per 4 output dims, times 1-4 split groups (mla/shared_epilogue.cuh):
-// a group per 16 splits. Four groups keep four times the loads in flight (run 2, H100, 64 splits:
-// portable H=128 B=1 L=8192 51.1 -> 43.7 us), but at 2 splits their idle threads made the
-// merge's 4096 CTAs slower (H=128 B=32 L=4096 200 -> 217 us).
-constexpr int kMergeVectors = kVDim / 4;
-constexpr int kMergeMaxGroups = 4;
-constexpr int kMergeSplitsPerGroup = 16;
-
 // Split rows (splits x rows of a row block) the last CTA merges alone; past this a
 // second launch merges. A partial row is 2 KB, and one SM reads the L2 at ~50 GB/s
-// in this merge (H=128 B=1: 64 splits x 64 rows, 8 MB, took ~170 us), where a
-// launch of one CTA a row spreads it over the GPU for ~1-2 us more launch.
+// in this merge (H100, H=128 B=1 L=8192: 64 splits x 64 rows, 8 MB: 183 us with the
+// last CTA merging, 40 with the launch), where a launch of one CTA a row spreads it
+// over the GPU for ~1-2 us more launch.
 constexpr int kLastCtaMergeRows = 32;
 
 [[noreturn]] void fail(const char* field, const std::string& why) { ops::fail(kOp, field, why); }
@@ -164,9 +157,9 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
     }
   }
   // --- end tuning ---
-  if (p.backend == Backend::automatic)
-    p.backend = planned_backend(mla_spec_of(p, device.best_arch()), splits_wide(p, device));
-  plan.spec = mla_decode_spec(p, device.best_arch());
+  KernelSpec spec = mla_spec_of(p, device.best_arch());
+  if (spec.backend == Backend::automatic) spec.backend = planned_backend(spec, splits_wide(p, device));
+  plan.spec = normalized(spec);
   const XqajitMlaGeometry geo = geometry(plan.spec);
   if (geo.stages == 0 || geo.smem_bytes > device.max_smem_per_block_optin)
     throw SpecError("kv_tile", std::to_string(plan.spec.kv_tile),
@@ -199,8 +192,7 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
     plan.merge_grid[0] = static_cast<unsigned>(geo.rows_per_cta);
     plan.merge_grid[1] = plan.grid[1];
     plan.merge_grid[2] = plan.grid[2];
-    plan.merge_threads = static_cast<unsigned>(
-        kMergeVectors * std::clamp(plan.num_splits / kMergeSplitsPerGroup, 1, kMergeMaxGroups));
+    plan.merge_threads = static_cast<unsigned>(xqajit_mla_merge_threads(plan.num_splits));
   }
   return plan;
 }
