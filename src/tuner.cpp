@@ -3,6 +3,7 @@
 // timing lives in src/tuner_gpu.cpp; tests inject a deterministic fake.
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 
 #include "detail/log.hpp"
@@ -83,6 +84,19 @@ KernelSpec candidate_spec(const KernelSpec& spec, const TunedChoice& choice) {
   s.backend = choice.backend;
   s.cta_rows = choice.cta_rows;
   return normalized(s);
+}
+
+int cache_rotation(std::size_t cache_bytes, std::size_t l2_bytes, std::size_t free_bytes) {
+  if (cache_bytes == 0) return 1;
+  const std::size_t span = 8 * std::max<std::size_t>(l2_bytes, 1 << 20);
+  int copies = static_cast<int>(std::min<std::size_t>((span + cache_bytes - 1) / cache_bytes, 8));
+  while (copies > 1 && static_cast<std::size_t>(copies - 1) * cache_bytes > free_bytes / 2) --copies;
+  return copies;
+}
+
+int graph_launches(double launch_us) {
+  if (!(launch_us > 0)) return 20;
+  return static_cast<int>(std::clamp(std::lround(400.0 / launch_us), 4L, 20L));
 }
 
 std::optional<TuningEntry> tune_key(const TuningKey& key, Timer& timer, const CandidateFilter& filter) {

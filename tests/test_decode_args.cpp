@@ -109,6 +109,26 @@ TEST_CASE("decode() validates before touching the driver", "[decode]") {
   CHECK_THROWS_AS(decode(engine, p, nullptr), ArgumentError);
 }
 
+TEST_CASE("decode_cache_bytes spans the last row of the last page, by the strides", "[decode]") {
+  DecodeParams p = valid_params();  // 100 pages of 64 tokens x 8 heads x 128, bf16, NHD
+  const std::size_t dense = std::size_t{100} * 64 * 8 * 128 * 2;
+  CHECK(decode_cache_bytes(p).k == dense);
+  CHECK(decode_cache_bytes(p).v == dense);
+  p.kv_layout = KvLayout::hnd;  // the same pages, heads outermost in each
+  CHECK(decode_cache_bytes(p).k == dense);
+  // A page stride with room between pages (K and V of a page interleaved): the last page's rows end early.
+  p = valid_params();
+  p.k_stride_page = p.v_stride_page = 2 * 64 * 8 * 128;
+  CHECK(decode_cache_bytes(p).k == (std::size_t{99} * 2 * 64 * 8 * 128 + 64 * 8 * 128) * 2);
+  p.kv = DType::fp8;
+  CHECK(decode_cache_bytes(p).v == std::size_t{99} * 2 * 64 * 8 * 128 + 64 * 8 * 128);
+  p.num_pages = 0;  // unknown
+  CHECK(decode_cache_bytes(p).k == 0);
+  CHECK(decode_cache_bytes(p).v == 0);
+  p.num_kv_heads = 3;  // bad params are refused, as by decode()
+  CHECK_THROWS_AS(decode_cache_bytes(p), ArgumentError);
+}
+
 TEST_CASE("decode_spec and decode_plan derive the kernel and the split", "[decode]") {
   DecodeParams p = valid_params();
   const KernelSpec s = decode_spec(p, Arch::parse("sm_90a"));

@@ -80,6 +80,17 @@ TEST_CASE("mla_decode validates every argument before anything launches", "[mla]
   CHECK_NOTHROW(validate(p));
 }
 
+TEST_CASE("mla_decode_cache_bytes spans the last row of the last page", "[mla][args]") {
+  MlaDecodeParams p = valid_params();  // 1000 pages of 64 latent rows of 576 bf16
+  CHECK(mla_decode_cache_bytes(p) == std::size_t{1000} * 64 * 576 * 2);
+  p.kv = DType::fp8;
+  p.input = DType::bf16;
+  p.kv_stride_token = 656;  // fp8 rows padded to 656 bytes
+  CHECK(mla_decode_cache_bytes(p) == std::size_t{999} * 64 * 656 + 63 * 656 + 576);
+  p.num_pages = 0;
+  CHECK(mla_decode_cache_bytes(p) == 0);
+}
+
 TEST_CASE("mla_decode resolves its backend by arch", "[mla][args]") {
   MlaDecodeParams p = valid_params();
   CHECK(mla_decode_spec(p, Arch::parse("sm_90a")).backend == Backend::hopper);

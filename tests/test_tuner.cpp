@@ -100,6 +100,26 @@ TEST_CASE("tuner: rows per CTA are an axis of the hopper kernel where they name 
   CHECK(to_string(TunedChoice{64, 0, Backend::hopper, 8}) == "kv_tile=64 splits=auto backend=hopper cta_rows=8");
 }
 
+TEST_CASE("tuner: graphs rotate over cache copies spanning 8 x L2, within half the free memory") {
+  constexpr std::size_t MB = 1 << 20, GB = 1024 * MB, l2 = 50 * MB;
+  CHECK(cache_rotation(0, l2, 80 * GB) == 1);              // unknown extent: the caller's cache only
+  CHECK(cache_rotation(33 * MB, l2, 80 * GB) == 8);        // B=1 L=8192 bf16: capped at 8
+  CHECK(cache_rotation(134 * MB, l2, 80 * GB) == 3);       // ceil(400 / 134)
+  CHECK(cache_rotation(400 * MB, l2, 80 * GB) == 1);       // as large as the span
+  CHECK(cache_rotation(2 * GB, l2, 80 * GB) == 1);
+  CHECK(cache_rotation(33 * MB, l2, 140 * MB) == 3);       // 2 extra copies fit in 70 MB
+  CHECK(cache_rotation(33 * MB, l2, 10 * MB) == 1);        // no room: no copies
+  CHECK(cache_rotation(33 * MB, 0, 80 * GB) == 1);         // an unreported L2 counts as 1 MB
+}
+
+TEST_CASE("tuner: a graph holds about 400 us of launches, 4 to 20") {
+  CHECK(graph_launches(10.0) == 20);
+  CHECK(graph_launches(40.0) == 10);
+  CHECK(graph_launches(100.0) == 4);
+  CHECK(graph_launches(1000.0) == 4);
+  CHECK(graph_launches(0.0) == 20);  // not measured
+}
+
 TEST_CASE("tuner: the fastest candidate wins; the heuristic keeps ties within noise") {
   const TuningKey key{h100(), gqa_spec(), 8, 8192};
   const TunedChoice h = heuristic_choice(gqa_spec());

@@ -9,6 +9,7 @@
 /// Selection and confirmation run over an injected Timer (tests use a fake);
 /// tune_launch() times real launches on a GPU (src/tuner_gpu.cpp).
 
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <utility>
@@ -90,10 +91,23 @@ std::optional<TuningEntry> tune_key(const TuningKey& key, Timer& timer,
 
 // ---- on a GPU (src/tuner_gpu.cpp) ----
 
+/// How the GPU tuner times a candidate -- as bench_decode does, because serving replays
+/// graphs: a CUDA graph of back-to-back launches (PDL as the plan asks), rotating over
+/// copies of the KV cache so that no launch finds its pages in L2 from the one before.
+/// (Until session 19 it timed one plain launch after rewriting 2 x L2, which read 14-28 us
+/// launches 4-5 us slow and misordered their variants: docs/KERNEL_NOTES.md, session 18.)
+///
+/// Cache copies, the caller's own included, for launches reading `cache_bytes`: enough
+/// that one rotation spans 8 x L2, at most 8, the extra copies within half of
+/// `free_bytes`; 1 when cache_bytes is 0 (unknown).
+int cache_rotation(std::size_t cache_bytes, std::size_t l2_bytes, std::size_t free_bytes);
+/// Launches per graph for launches of about `launch_us`: a graph of ~400 us, 4 to 20.
+int graph_launches(double launch_us);
+
 struct TuneSettings {
-  int warmup = 3;           ///< untimed launches per candidate (the first loads the kernel)
-  int iters = 10;           ///< timed launches per candidate (median)
-  int confirm_rounds = 15;  ///< A-block B-block rounds in the interleaved re-timing
+  int warmup = 3;           ///< untimed plain launches per candidate (the first loads the kernel)
+  int iters = 10;           ///< timed replays of the candidate's graph (median us per launch)
+  int confirm_rounds = 15;  ///< A-block B-block rounds of graph replays in the interleaved re-timing
   /// Called once per candidate timed (after its median is known), for progress.
   std::function<void(const TunedChoice&, double median_us)> on_candidate;
 };
@@ -106,11 +120,12 @@ TuningKey tuning_key(const Engine& engine, const MlaDecodeParams& params, const 
 TunedChoice heuristic_choice(const DecodeParams& params, const DeviceInfo& device);
 TunedChoice heuristic_choice(const MlaDecodeParams& params, const DeviceInfo& device);
 
-/// Times the candidates of the launch `params` describes on its own buffers and
-/// returns the result without publishing it (Engine::tune publishes). The
-/// tuner's workspace is allocated and zeroed once, for the largest candidate;
-/// the L2 is flushed before every timed launch. Throws ArgumentError for bad
-/// params and NotAvailableError when `stream` is capturing.
+/// Times the candidates of the launch `params` describes on its own buffers (and copies of
+/// its KV cache: cache_rotation; num_pages must be set for them) and returns the result
+/// without publishing it (Engine::tune publishes). The tuner's workspace is allocated and
+/// zeroed once, for the largest candidate; the graphs run on a stream of the tuner's after
+/// `stream` has drained. Throws ArgumentError for bad params and NotAvailableError when
+/// `stream` is capturing.
 std::optional<TuningEntry> tune_launch(Engine& engine, const DecodeParams& params, Stream stream,
                                        const TuneSettings& settings = {});
 std::optional<TuningEntry> tune_launch(Engine& engine, const MlaDecodeParams& params, Stream stream,

@@ -23,7 +23,9 @@ struct CudaApi {
   X(cuMemAlloc) X(cuMemFree) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuStreamCreate)         \
   X(cuMemcpyHtoD) X(cuMemcpyDtoD) X(cuDevicePrimaryCtxRelease)                                \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord)                 \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy)
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy) X(cuMemGetInfo)               \
+  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch)        \
+  X(cuGraphExecDestroy) X(cuGraphDestroy)
 #define XQAJIT_DECLARE(name) decltype(&::name) name = nullptr;
   XQAJIT_CUDA_FUNCTIONS(XQAJIT_DECLARE)
 #undef XQAJIT_DECLARE

@@ -104,4 +104,56 @@ class EventPair {
   const CudaApi& api_;
 };
 
+/// A stream of the caller's own (in the current context), destroyed on scope exit.
+class OwnedStream {
+ public:
+  OwnedStream(const CudaApi& api, unsigned flags) : api_(api) { XQAJIT_CU_CHECK(api_, cuStreamCreate(&stream_, flags)); }
+  ~OwnedStream() { api_.cuStreamDestroy(stream_); }
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+  CUstream get() const { return stream_; }
+
+ private:
+  const CudaApi& api_;
+  CUstream stream_ = nullptr;
+};
+
+/// The launches `record` makes on `stream`, captured once into an executable graph.
+/// A failed capture ends it, so the stream is usable again.
+class CapturedGraph {
+ public:
+  template <class Record>
+  CapturedGraph(const CudaApi& api, CUstream stream, Record&& record) : api_(api), stream_(stream) {
+    XQAJIT_CU_CHECK(api_, cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    try {
+      record();
+    } catch (...) {
+      CUgraph broken = nullptr;
+      api_.cuStreamEndCapture(stream_, &broken);
+      if (broken) api_.cuGraphDestroy(broken);
+      throw;
+    }
+    XQAJIT_CU_CHECK(api_, cuStreamEndCapture(stream_, &graph_));
+    try {
+      XQAJIT_CU_CHECK(api_, cuGraphInstantiate(&exec_, graph_, 0));
+    } catch (...) {
+      api_.cuGraphDestroy(graph_);
+      throw;
+    }
+  }
+  ~CapturedGraph() {
+    api_.cuGraphExecDestroy(exec_);
+    api_.cuGraphDestroy(graph_);
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  void replay() const { XQAJIT_CU_CHECK(api_, cuGraphLaunch(exec_, stream_)); }
+
+ private:
+  const CudaApi& api_;
+  CUstream stream_;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
 }  // namespace xqajit::detail

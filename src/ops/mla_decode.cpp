@@ -202,6 +202,14 @@ std::size_t mla_decode_workspace_size(const MlaDecodeParams& params, const Devic
   return mla_decode_plan(params, device).workspace_bytes;
 }
 
+std::size_t mla_decode_cache_bytes(const MlaDecodeParams& p) {
+  validate(p);
+  if (p.num_pages == 0) return 0;
+  const Strides s = resolved_strides(p);
+  const std::int64_t last = (p.num_pages - 1) * s.kv_p + (p.page_size - 1) * s.kv_t;
+  return static_cast<std::size_t>(last + kQkDim) * dtype_bytes(p.kv);
+}
+
 void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
   validate(p);
   Driver& driver = Driver::instance();

@@ -170,13 +170,8 @@ int run_tune(const TuneArgs& args, const GlobalFlags& flags) {
   Engine engine(options);
   const auto& api = detail::cuda_api(options.libcuda_path);
   detail::ContextScope context(api, nullptr, 0);
-  CUstream stream = nullptr;
-  XQAJIT_CU_CHECK(api, cuStreamCreate(&stream, CU_STREAM_DEFAULT));
-  struct StreamOwner {
-    const detail::CudaApi& api;
-    CUstream s;
-    ~StreamOwner() { api.cuStreamDestroy(s); }
-  } owner{api, stream};
+  const detail::OwnedStream owned(api, CU_STREAM_DEFAULT);
+  const CUstream stream = owned.get();
 
   const std::size_t keys = specs.size() * args.batches.size() * args.seq_lens.size();
   const auto file =

@@ -141,6 +141,14 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device);
 /// split suffices). Allocate once, zero once, reuse for every launch and replay.
 std::size_t decode_workspace_size(const DecodeParams& params, const DeviceInfo& device);
 
+/// Bytes of k_cache and of v_cache that the launch can read: from the pointer to the end
+/// of the last row of page num_pages - 1, by the resolved strides. Both 0 when num_pages
+/// is 0 (unknown). The tuner copies this much to time launches over cold caches.
+struct DecodeCacheBytes {
+  std::size_t k = 0, v = 0;
+};
+DecodeCacheBytes decode_cache_bytes(const DecodeParams& params);
+
 /// Launches decode attention on `stream` (the device is the stream's).
 void decode(Engine& engine, const DecodeParams& params, Stream stream);
 

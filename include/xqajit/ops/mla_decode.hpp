@@ -98,6 +98,10 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
 /// split suffices). Allocate once, zero once, reuse for every launch and replay.
 std::size_t mla_decode_workspace_size(const MlaDecodeParams& params, const DeviceInfo& device);
 
+/// Bytes of kv_cache the launch can read: from the pointer to the end of the last row of
+/// page num_pages - 1, by the resolved strides; 0 when num_pages is 0 (unknown).
+std::size_t mla_decode_cache_bytes(const MlaDecodeParams& params);
+
 /// Launches MLA decode on `stream` (the device is the stream's).
 void mla_decode(Engine& engine, const MlaDecodeParams& params, Stream stream);
 
