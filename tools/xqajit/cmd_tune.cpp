@@ -242,8 +242,9 @@ void add_tune_command(CLI::App& app, GlobalFlags& flags, int& exit_code) {
                   "The tuning table to write/show (default <cache>/tuning/<device>.json)");
   cmd->add_option("--batch", args->batches, "Batch sizes (comma-separated)")->delimiter(',');
   cmd->add_option("--seq-len", args->seq_lens, "Longest sequence lengths (comma-separated)")->delimiter(',');
-  cmd->add_option("--warmup", args->settings.warmup, "Untimed launches per candidate");
-  cmd->add_option("--iters", args->settings.iters, "Timed launches per candidate (median)");
+  cmd->add_option("--warmup", args->settings.warmup, "Untimed plain launches per candidate");
+  cmd->add_option("--iters", args->settings.iters,
+                  "Timed replays of each candidate's graph of launches (median us per launch)");
   cmd->add_option("--confirm", args->settings.confirm_rounds,
                   "A/B rounds of the interleaved re-timing of winner vs heuristic");
   cmd->add_option("-j,--jobs", args->jobs, "Worker processes compiling candidates (default: the cores)");
