@@ -7,8 +7,8 @@
 #   BUILD_DIR=build scripts/pack_gpu_bins.sh     # on the dev host: builds and fills .gpu/
 #   BIN=.gpu OUT=/tmp/out scripts/gpu_tune.sh    # on the GPU host (cwd = the checkout)
 #
-# Per key: every candidate's median µs (random inputs allocated once per key,
-# CUDA events, warm-up, L2 flushed before each timed launch), the winner, and
+# Per key: every candidate's median µs per launch (random inputs allocated once per
+# key, warm-up, CUDA graphs of launches over rotated KV-cache copies), the winner, and
 # the gain of the winner over the heuristic from a separate interleaved A/B
 # re-timing. Per family: the geometric-mean and worst gain, reverted winners,
 # and how long tuning took (compiling the candidates included). Budget: ~3 min.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include "detail/fs.hpp"
 #include "detail/log.hpp"
 #include "xqajit/bundle.hpp"
+#include "xqajit/ops/split_plan.hpp"
 #include "xqajit/detail/sha256.hpp"
 
 namespace xqajit {
@@ -172,6 +174,7 @@ void TuningTable::reindex() {
         int best_dist = 1 << 30;
         for (std::size_t i : p.members) {
           const auto& k = entries_[i].key;
+          if (std::abs(floor_log2(k.batch) - lb) > kNearestBatchSteps) continue;
           const int d = std::abs(floor_log2(k.batch) - lb) +
                         std::abs(std::min(floor_log2(k.seq_len), kSeqSlots - 1) - ls);
           if (d < best_dist)
@@ -202,6 +205,11 @@ TunedLookup TuningTable::lookup(const std::string& device_name, int cc_major, in
     const bool exact = e.key.batch == batch_bucket(batch) && e.key.seq_len == seq_bucket(max_seq_len);
     out.source = exact ? ChoiceSource::tuned : ChoiceSource::nearest;
     out.choice = e.winner;
+    if (!exact && out.choice.num_splits > 0) {  // as many CTAs as the tuned grid had
+      const double scaled = std::round(static_cast<double>(out.choice.num_splits) * e.key.batch /
+                                       static_cast<double>(std::max<std::int64_t>(batch, 1)));
+      out.choice.num_splits = static_cast<int>(std::clamp(scaled, 1.0, static_cast<double>(kMaxSplits)));
+    }
     return out;
   }
   return out;

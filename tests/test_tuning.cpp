@@ -77,9 +77,18 @@ TEST_CASE("tuning: exact hit, else nearest bucket of the same device and spec, e
   r = look(gqa_spec(), 128, 65536);  // nearest: 64 x 32768
   CHECK(r.source == ChoiceSource::nearest);
   CHECK(r.choice.kv_tile == 128);
-  r = look(gqa_spec(), 4, 1024);
+  r = look(gqa_spec(), 4, 1024);  // one batch step from 8: its tile, its split count x 8 / 4
   CHECK(r.source == ChoiceSource::nearest);
   CHECK(r.choice.kv_tile == 32);
+  CHECK(r.choice.num_splits == 8);
+  r = look(gqa_spec(), 16, 1024);  // 4 splits x 8 / 16
+  CHECK(r.source == ChoiceSource::nearest);
+  CHECK(r.choice.num_splits == 2);
+  CHECK(look(gqa_spec(), 48, 1024).choice.num_splits == 0);  // bucket 32, nearest 64: 0 (automatic) stays
+  CHECK(look(gqa_spec(), 48, 1024).choice.kv_tile == 128);
+  // Two batch steps or more from every entry: a split count tuned for another grid is not used.
+  CHECK(look(gqa_spec(), 2, 1024).source == ChoiceSource::heuristic);
+  CHECK(look(gqa_spec(), 1024, 32768).source == ChoiceSource::heuristic);
   KernelSpec other = gqa_spec();
   other.head_dim = 64;
   CHECK(look(other, 8, 1024).source == ChoiceSource::heuristic);
@@ -258,8 +267,11 @@ TEST_CASE("tuning: the engine publishes the cache root's table; XQAJIT_TUNING=of
     p.num_splits = 2;  // an explicit knob wins over the table
     CHECK(decode_plan(p, d).source == ChoiceSource::heuristic);
     p.num_splits = 0;
-    p.batch = 100;  // bucket 64: the nearest entry
+    p.batch = 16;  // bucket 16: the nearest entry, its 4 splits halved for twice the batch
     CHECK(decode_plan(p, d).source == ChoiceSource::nearest);
+    CHECK(decode_plan(p, d).num_splits == 2);
+    p.batch = 100;  // bucket 64: three batch steps from the entry, so the heuristic
+    CHECK(decode_plan(p, d).source == ChoiceSource::heuristic);
   }
   o.tuning = (dir / "missing.json").string();
   {

@@ -121,9 +121,16 @@ class TuningTable {
   const std::vector<TuningEntry>& entries() const { return entries_; }
   bool empty() const { return entries_.empty(); }
 
-  /// Exact bucket, else the nearest bucket of the same group (distance in
-  /// log2 steps of batch plus seq; ties: the entry put first), else
-  /// heuristic. O(1), no allocation.
+  /// Exact bucket, else the nearest bucket of the same group whose batch is at
+  /// most kNearestBatchSteps log2 steps away (distance in log2 steps of batch
+  /// plus seq; ties: the entry put first), its fixed split count scaled by the
+  /// batch ratio so the grid keeps its CTAs; else heuristic. O(1), no allocation.
+  ///
+  /// Why the limit and the scaling: a split count is tuned for its batch (the
+  /// grid is batch x heads x splits). A table tuned to B=8 answered B=16 and B=64
+  /// with B=8's 2 splits and ran them 1.30 x slower than the heuristic (H100,
+  /// docs/PERF.md "Session 19", run 2).
+  static constexpr int kNearestBatchSteps = 1;
   TunedLookup lookup(const std::string& device_name, int cc_major, int cc_minor, int sm_count,
                      const std::string& toolchain, const KernelSpec& spec, std::int64_t batch,
                      std::int64_t max_seq_len) const noexcept;
