@@ -79,10 +79,11 @@ int default_kv_tile(const KernelSpec& s) {
   // 456 us, B=16 L=4096 169 vs 85, B=4 L=8192 98 vs 67).
   // A 16-row CTA of 32 rows (two row blocks: long speculative decoding, h47) takes 128 keys too
   // (H100, session 18 run 6, fp8 group 4 q_len 8: B=1 L=16384 27.3 vs 24.7 us, L=65536 64.4 vs
-  // 61.8, B=2 L=32768 62.1 vs 59.9; 8-row CTAs keep 64, unmeasured at 128 below L=16384).
+  // 61.8, B=2 L=32768 62.1 vs 59.9), and so does an 8-row one (four blocks at B=1, h49: H100,
+  // session 19, L=4096 13.8 vs 12.6, L=8192 18.7 vs 17.5).
   if (s.backend == Backend::hopper) {
     const int rows = s.group * s.q_len;
-    const bool tall_or_short = rows <= 16 || rows >= 64 || s.cta_rows == 16;
+    const bool tall_or_short = rows <= 16 || rows >= 64 || (s.cta_rows != 0 && s.cta_rows <= 16);
     return s.kv == DType::fp8 && tall_or_short && s.head_dim <= 128 && s.page_size >= 64 ? 128 : 64;
   }
   // An fp8 cache halves the bytes per key, so a short tile cannot hide the
@@ -311,6 +312,14 @@ int planned_cta_rows(const KernelSpec& spec, long long batch_kv_heads, int sm_co
   const bool long_seq = spec.head_dim == 128 && keys > 256LL * spec.group * spec.q_len;
   if (n >= 32 && long_seq && batch_kv_heads * 8 <= sm_count) return n / 2;
   if (n >= 16 && batch_kv_heads * 16 <= sm_count) return std::max(8, n / 4);
+  // 32 rows of an fp8 cache over short sequences at B=2-8 (Hkv 8): two blocks of 16 with
+  // 128-key tiles (default_kv_tile) up to batch x KV heads <= SMs / 2 (H100, session 19: the
+  // tuner timed as serving runs, then bench_decode --spec-rows, group 4 q_len 8, L=8192, one
+  // block of 64-key tiles -> two of 128: B=2 27.0 -> 22.6 us, B=4 37.0 -> 34.9, B=8 64.1 ->
+  // 57.0; L=4096 B=8 40.4 -> 32.4). Long sequences past h47's batch keep one block (L=32768
+  // B=8: two blocks 206 us against one's 204).
+  if (n == 32 && spec.kv == DType::fp8 && spec.head_dim == 128 && !long_seq && batch_kv_heads * 2 <= sm_count)
+    return 16;
   const long long sms_per_kv_head = spec.kv == DType::fp8 ? 1 : 2;
   if (n == 64 && batch_kv_heads * sms_per_kv_head <= sm_count) return 32;
   return 0;

@@ -402,10 +402,10 @@ TEST_CASE("speculative decoding at small batch runs a KV head's rows as several 
     CHECK(plan.spec.backend == Backend::hopper);
     CHECK(plan.spec.cta_rows == 8);
     CHECK(plan.grid[1] == 8u * 4);
-    // 8-row CTAs merge as q_len 1 does: no cluster cap, the slot rule (fp8 t64: 4 CTAs/SM)
-    CHECK(plan.num_splits == (kv == DType::fp8 ? 16 : 8));
+    // 8-row CTAs merge as q_len 1 does: no cluster cap, the slot rule; an fp8 one takes 128 keys (h49)
+    CHECK(plan.num_splits == 8);
     CHECK(plan.workspace_bytes == decode_workspace_size(p, h100()));
-    CHECK(plan.spec.kv_tile == 64);
+    CHECK(plan.spec.kv_tile == (kv == DType::fp8 ? 128 : 64));
     p.max_pages_per_seq = 512;  // L=32768: past 256 keys per query row, two blocks of 16 (h47)
     plan = decode_plan(p, h100());
     CHECK(plan.spec.cta_rows == 16);
@@ -418,10 +418,13 @@ TEST_CASE("speculative decoding at small batch runs a KV head's rows as several 
     CHECK(decode_plan(p, h100()).spec.kv_tile == 64);
     p.kv_tile = 0;
     p.max_pages_per_seq = 128;
-    p.batch = 4;  // one block, as before
+    p.batch = 4;  // bf16: one block, as before; fp8: two blocks of 16 up to batch x KV heads <= SMs / 2 (h49)
     plan = decode_plan(p, h100());
-    CHECK(plan.spec.cta_rows == 0);
-    CHECK(plan.grid[1] == 8u);
+    CHECK(plan.spec.cta_rows == (kv == DType::fp8 ? 16 : 0));
+    CHECK(plan.grid[1] == (kv == DType::fp8 ? 16u : 8u));
+    CHECK(plan.spec.kv_tile == (kv == DType::fp8 ? 128 : 64));
+    p.batch = 9;  // past SMs / 2: one block
+    CHECK(decode_plan(p, h100()).spec.cta_rows == 0);
   }
   p.num_q_heads = 64;  // group 8: 64 rows, two blocks of 32 up to batch x KV heads = 66 (bf16)
   p.kv = DType::bf16;

@@ -326,6 +326,24 @@ TEST_CASE("rows per CTA: a named variant of the hopper kernel, and the plan's sm
   fp8_q8["group"] = "8";
   CHECK(planned_cta_rows(normalized(gqa(fp8_q8)), 128, 132) == 32);  // an fp8 cache: up to SMs
   CHECK(planned_cta_rows(normalized(gqa(fp8_q8)), 256, 132) == 0);
+  // 32 rows of an fp8 cache, short sequences: two blocks of 16 up to batch x KV heads <= SMs / 2 (h49),
+  // four at B=1 as before; long sequences past h47's batch keep one block; bf16 keeps one block.
+  auto fp8_g4q8 = q8;
+  fp8_g4q8["kv"] = "fp8";
+  const KernelSpec f4q8 = normalized(gqa(fp8_g4q8));
+  CHECK(planned_cta_rows(f4q8, 8, 132, 8192) == 8);
+  CHECK(planned_cta_rows(f4q8, 16, 132, 8192) == 16);
+  CHECK(planned_cta_rows(f4q8, 64, 132, 4096) == 16);
+  CHECK(planned_cta_rows(f4q8, 66, 132, 8192) == 16);
+  CHECK(planned_cta_rows(f4q8, 72, 132, 8192) == 0);
+  CHECK(planned_cta_rows(f4q8, 32, 132, 32768) == 0);
+  CHECK(planned_cta_rows(g4q8, 32, 132, 8192) == 0);
+  CHECK(planned_cta_rows(normalized(with(fp8_g4q8, "head_dim", "256")), 16, 132, 8192) == 0);  // measured at 128
+  // ... and every fp8 row block of <= 16 rows takes 128-key tiles (one of 32 keeps 64).
+  CHECK(normalized(gqa(fp8_g4q8)).kv_tile == 64);
+  CHECK(normalized(with(fp8_g4q8, "cta_rows", "16")).kv_tile == 128);
+  CHECK(normalized(with(fp8_g4q8, "cta_rows", "8")).kv_tile == 128);
+  CHECK(normalized(with(q8, "cta_rows", "8")).kv_tile == 64);  // bf16: 64
   CHECK(planned_cta_rows(normalized(r8), 128, 132) == 8);  // asked for: kept
   CHECK(planned_cta_rows(normalized(with(q8, "q_len", "1")), 1, 132) == 0);
   CHECK(planned_cta_rows(normalized(with(q8, "head_dim", "256")), 1, 132) == 0);  // bf16: untimed
