@@ -11,7 +11,9 @@
 # key, warm-up, CUDA graphs of launches over rotated KV-cache copies), the winner, and
 # the gain of the winner over the heuristic from a separate interleaved A/B
 # re-timing. Per family: the geometric-mean and worst gain, reverted winners,
-# and how long tuning took (compiling the candidates included). Budget: ~3 min.
+# and how long tuning took (compiling the candidates included). Budget: ~3 min
+# (GQA_LIMIT / MLA_LIMIT: seconds per family; the graph timer of session 19 takes
+# ~0.9 s a GQA key on an H100, 2.5 x the old single-launch timer).
 set -u
 BIN=${BIN:-.gpu}
 OUT=${OUT:-/tmp/out}
@@ -39,7 +41,7 @@ GQA_SET=${GQA_SET:-"--preset serving-gqa input=bf16 head_dim=128 group=1,8 page_
 # shellcheck disable=SC2086  # GQA_SET is a word list
 run gqa "${GQA_LIMIT:-120}" $GQA_SET
 : > "$OUT/tune_mla.txt"
-[ -n "${SKIP_MLA:-}" ] || run mla 80 --preset serving-mla
+[ -n "${SKIP_MLA:-}" ] || run mla "${MLA_LIMIT:-80}" --preset serving-mla
 "$XQ" tune --show --json > "$OUT/tuning_table.json" 2>> "$OUT/tune_mla.err"
 timeout 60 "$BIN/gpu_test_engine_paths" "[tune]" > "$OUT/gpu_test_tune.txt" 2>&1
 echo "gpu_test_engine_paths [tune] exit $?" >> "$OUT/tune_summary.txt"
