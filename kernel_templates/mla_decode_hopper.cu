@@ -1,9 +1,10 @@
 // MLA decode, hopper backend (sm_90a: wgmma + cp.async). One CTA = (split of
-// the sequence, 64-row block, request), two warpgroups: both compute
-// S = Q K^T for the 64 rows (wgmma m64n64k16, operands in 128-byte-swizzled
-// shared memory), run the same online softmax, and each accumulates O = P V
-// for 256 of the 512 output dims (wgmma m64n256k16, P from registers, V = the
-// same K tile read MN-major). Geometry: mla/hopper_geometry.h; pieces:
+// the sequence, 64-row block, request), two warpgroups: each computes S = Q K^T
+// for the 64 rows and its half of the tile's keys (wgmma m64n32k16, operands in
+// 128-byte-swizzled shared memory), the two share each row's max and their
+// halves of P through shared memory, and each accumulates O = P V for 256 of
+// the 512 output dims (wgmma m64n256k16, P from registers, V = the same K tile
+// read MN-major). Geometry: mla/hopper_geometry.h; pieces:
 // mla/hopper_loads.cuh (producer), mla/hopper_math.cuh (wgmma phases),
 // mla/hopper_epilogue.cuh (stores, split merge); PTX wrappers: common/wgmma.cuh.
 //
@@ -77,6 +78,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) xqajit_mla_decode(cons
   for (int i = 0; i < kAccTiles; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
 
   const u32 q_addr = smem_addr(smem + kQOff);
+  const Exchange xchg(smem);
   for (int it = 0; it < num_tiles; ++it) {
     if (it + 1 < num_tiles) loader.issue(it + 1, raw_addr + ((it + 1) & 1) * kStageBytes, tid);
     cp_async_commit();
@@ -89,12 +91,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) xqajit_mla_decode(cons
     }
     fence_proxy_async();  // cp.async / st.shared writes -> visible to wgmma (async proxy)
     __syncthreads();
-    float s[kTile / 8][4];
-    qk_wgmma(s, q_addr, tile_addr);
-    pv_wgmma(st, s, tile_addr, wg, split_begin + it * kTile, split_end, draft_begin, logit_scale_log2, lane);
-    __syncthreads();  // every warpgroup is done with this stage (and the bf16 tile) before it is refilled
+    float s[kHalfKeys / 8][4];
+    qk_wgmma(s, q_addr, tile_addr, wg);
+    pv_wgmma(st, s, tile_addr, wg, rt, xchg, split_begin + it * kTile, split_end, draft_begin, logit_scale_log2,
+             lane);
+    __syncthreads();  // every warpgroup is done with this stage, the bf16 tile and the exchange
   }
   cp_async_wait<0>();
+  add_other_sums(st, xchg, wg, tid & 127);
 
   finish_rows(args, st, smem, &s_is_last, split, rb, b, rt, wg, kv_scale, lane);
 }

@@ -9,13 +9,24 @@
 
 namespace xqajit {
 
+// The default of online_softmax_tile's `combine`: the quad holds all of the tile's columns.
+struct QuadHoldsTile {
+  static constexpr bool kActive = false;
+  __device__ void operator()(float (&)[2]) const {}
+};
+
 // Exponentiates `s` in place against the running max, updates (row_max,
 // row_sum) and returns in `corr` the factor the running output must be
 // multiplied by. A row that has seen only masked keys keeps max -inf and never
 // computes -inf - -inf.
-template <int kN>
+//
+// Where other threads hold the rest of the tile's columns (the hopper MLA kernel
+// splits S's keys between its two warpgroups), `combine` (kActive = true) folds
+// their max into the quad's before it is used; row_sum then sums this thread's
+// columns only, and the holders' sums add up at the end.
+template <int kN, class Combine = QuadHoldsTile>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[kN][4], float (&row_max)[2], float (&row_sum)[2],
-                                                    float (&corr)[2]) {
+                                                    float (&corr)[2], const Combine& combine = {}) {
   const float kInf = __int_as_float(0x7f800000);
   float tile_max[2] = {row_max[0], row_max[1]};
 #pragma unroll
@@ -24,13 +35,21 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[kN][4], float (&r
     tile_max[1] = fmaxf(tile_max[1], fmaxf(s[n][2], s[n][3]));
   }
   float base[2], tile_sum[2] = {0.f, 0.f};
+  auto settle = [&](int half) {
+    base[half] = tile_max[half] == -kInf ? 0.f : tile_max[half];
+    corr[half] = fast_exp2(row_max[half] - base[half]);
+    row_max[half] = tile_max[half];
+  };
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 1));
     tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 2));
-    base[half] = tile_max[half] == -kInf ? 0.f : tile_max[half];
-    corr[half] = fast_exp2(row_max[half] - base[half]);
-    row_max[half] = tile_max[half];
+    if constexpr (!Combine::kActive) settle(half);
+  }
+  if constexpr (Combine::kActive) {
+    combine(tile_max);
+    settle(0);
+    settle(1);
   }
 #pragma unroll
   for (int n = 0; n < kN; ++n) {

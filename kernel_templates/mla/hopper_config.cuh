@@ -30,7 +30,8 @@ constexpr int kTile16Bytes = kTile * kQk * 2;
 constexpr int kQOff = 0;
 constexpr int kRawOff = kQOff + kQBytes;
 constexpr int kTile16Off = kRawOff + kStages * kStageBytes;  // fp8 cache only
-constexpr int kSmemEnd = kTile16Off + (kFp8Cache ? kTile16Bytes : 0);
+constexpr int kXchgOff = kTile16Off + (kFp8Cache ? kTile16Bytes : 0);  // the warpgroups' exchange
+constexpr int kSmemEnd = kXchgOff + xqajit_mla_hopper_exchange_bytes(kTile);
 
 static_assert(kHeads == 16 || kHeads == 32 || kHeads == 64 || kHeads == 128, "HEAD_GRP_SIZE: 16, 32, 64, 128");
 static_assert(kQLen >= 1 && kQLen <= 4, "SPEC_Q_SEQ_LEN: 1 to 4");
@@ -40,6 +41,7 @@ static_assert(kPageSize == 16 || kPageSize == 32 || kPageSize == 64 || kPageSize
 static_assert(kStages == 2, "this spec does not fit the hopper backend (sm_90, kv_tile 64)");
 static_assert(kSmemEnd + 1024 == kGeo.smem_bytes, "the shared-memory map disagrees with mla/hopper_geometry.h");
 static_assert(kThreads == 256 && kR == 64, "two warpgroups on one 64-row tile");
+static_assert(kTile == 64, "each warpgroup's S is 32 keys: half of a 64-key tile");
 static_assert(CACHE_ELEM_ENUM == 0 || CACHE_ELEM_ENUM == 2, "CACHE_ELEM_ENUM: 0 (bf16) or 2 (fp8)");
 static_assert(!kFp8Q || kFp8Cache, "an fp8 Q needs an fp8 cache");
 

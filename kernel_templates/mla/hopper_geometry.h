@@ -4,22 +4,30 @@
 // kernel assumes.
 //
 // A CTA = two warpgroups (256 threads) on one 64-row tile (the wgmma M); rows
-// past q_len * H are zero padding (computed, never stored). Both warpgroups
-// compute S = Q K^T for all 64 rows (v1: redundant, keeps the softmax local),
-// each accumulates O for 256 of the 512 output dims (128 fp32 registers).
-// KV tiles of 64 keys (the n64 of S, four k16 steps of P V); 2 cp.async stages.
+// past q_len * H are zero padding (computed, never stored). Warpgroup w computes
+// S = Q K^T for keys 32w..32w+31 of each tile (m4: until session 19 both computed
+// all 64, twice the S work), the two exchange each row's max and their halves of P
+// through shared memory, and each accumulates O for 256 of the 512 output dims
+// (128 fp32 registers) over all 64 keys.
+// KV tiles of 64 keys (four k16 steps of P V); 2 cp.async stages.
 // Shared memory (1024-aligned base, +1024 slack for the alignment):
-//   [Q: 64 x 576 bf16][stages x raw tile][bf16 tile, fp8 cache only]
-// every bf16 block stored as 128-byte-swizzled [9 column blocks][rows][128 B].
+//   [Q: 64 x 576 bf16][stages x raw tile][bf16 tile, fp8 cache only][exchange]
+// every bf16 block stored as 128-byte-swizzled [9 column blocks][rows][128 B]; the
+// exchange holds each warpgroup's row maxima (2 x 64 floats) and P halves (2 x 64 x 32 bf16).
 
 #include "xqajit/mla_args.h"
 
 constexpr int kXqajitMlaHopperThreads = 256;
 constexpr int kXqajitMlaHopperRows = 64;
 
+// Bytes the two warpgroups exchange per tile: row maxima, then P halves.
+constexpr int xqajit_mla_hopper_exchange_bytes(int kv_tile) {
+  return 2 * kXqajitMlaHopperRows * 4 + kXqajitMlaHopperRows * kv_tile * 2;
+}
+
 constexpr int xqajit_mla_hopper_smem(int kv_tile, int cache_bytes, int stages) {
   return 1024 + kXqajitMlaHopperRows * XQAJIT_MLA_QK_DIM * 2 + stages * kv_tile * XQAJIT_MLA_QK_DIM * cache_bytes +
-         (cache_bytes == 1 ? kv_tile * XQAJIT_MLA_QK_DIM * 2 : 0);
+         (cache_bytes == 1 ? kv_tile * XQAJIT_MLA_QK_DIM * 2 : 0) + xqajit_mla_hopper_exchange_bytes(kv_tile);
 }
 
 constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int kv_tile, int cache_bytes,
