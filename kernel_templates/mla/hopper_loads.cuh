@@ -23,21 +23,25 @@ struct TileLoader {
   long long stride_page, stride_token;  // elements of the cache type
   int max_len, split_begin, split_end;
 
-  // Tile `tile` of this split -> stage at `dst` (every thread takes a share).
+  // Tile `tile` of this split -> stage at `dst`: kThreads / kTile threads a key row, each
+  // looking its row up once and copying every (kThreads / kTile)-th 16-byte chunk of it, so
+  // a warp's copy covers 8 rows x 64 contiguous bytes and a thread's address math is one
+  // table lookup a tile (m5: each thread looked up the page of every chunk before).
   __device__ __forceinline__ void issue(int tile, u32 dst, int tid) const {
     constexpr int kChunks = kRawRowBytes / 16;
-    const int tile_start = split_begin + tile * kTile;
-#pragma unroll 4
-    for (int i = tid; i < kTile * kChunks; i += kThreads) {
-      const int tok = i / kChunks, chunk = i % kChunks;
-      const int pos = tile_start + tok;
-      const bool valid = pos < split_end;
+    constexpr int kLanesPerRow = kThreads / kTile;
+    static_assert(kThreads % kTile == 0 && kChunks % kLanesPerRow == 0, "whole rows per thread group");
+    const int tok = tid / kLanesPerRow, first = tid % kLanesPerRow;
+    const int pos = split_begin + tile * kTile + tok;
+    const bool valid = pos < split_end;
+    const unsigned char* row =
+        valid ? paged_row<kPageSize, kCacheBytes>(kv_base, table_row, pos, max_len, stride_page, stride_token, 0)
+              : kv_base;
+#pragma unroll
+    for (int j = 0; j < kChunks / kLanesPerRow; ++j) {
+      const int chunk = first + j * kLanesPerRow;
       const u32 off = kFp8Cache ? (u32)(tok * kRawRowBytes + chunk * 16) : sw128_offset(tok, chunk, kTile);
-      const unsigned char* src =
-          valid ? paged_row<kPageSize, kCacheBytes>(kv_base, table_row, pos, max_len, stride_page, stride_token, 0) +
-                      chunk * 16
-                : kv_base;
-      cp_async_16(dst + off, src, valid);
+      cp_async_16(dst + off, valid ? row + chunk * 16 : kv_base, valid);
     }
   }
 };

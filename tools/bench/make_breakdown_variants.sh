@@ -10,6 +10,15 @@
 #   tpl_diag_trace           the whole kernel with common/stage_trace_on.cuh: clock64 sums per
 #                            stage of a few CTAs, printed once per process ("xqtrace ..."; one
 #                            shape per bench_decode process, since the launch count is per module)
+# and of the hopper MLA kernel (session 19: where its tile's time goes), timed with bench_mla:
+#   tpl_mla_diag_noload      no tile copies (the tiles hold whatever shared memory held)
+#   tpl_mla_diag_nos         no S wgmmas
+#   tpl_mla_diag_nopv        no P V wgmmas
+#   tpl_mla_diag_nomath      neither
+#   tpl_mla_diag_noxchg      no barriers around the warpgroups' exchange of row maxima and P
+#
+#   XQAJIT_TUNING=off; for v in .gpu/tpl_mla_diag_*; do XQAJIT_TEMPLATE_DIR=$PWD/$v \
+#     XQAJIT_CACHE_DIR=/tmp/c_$(basename $v) .gpu/bench_mla --only "128 64 8192 1 bf16/bf16"; done
 #
 #   tools/bench/make_breakdown_variants.sh .gpu      # on the dev host, next to the binaries
 #   XQAJIT_BENCH_BACKENDS=hopper BIN=.gpu SHAPES="1 8192 32 8 128 bf16 bf16 64|1 8192 32 8 128 bf16 fp8 64" \
@@ -25,13 +34,14 @@ cli=${2:-}
 src=$(cd "$(dirname "$0")/../../kernel_templates" && pwd)
 mkdir -p "$dest"
 
-# variant NAME EDIT...: copy the templates, apply each EDIT ("anchor=>replacement", the
-# anchor must occur in gqa_decode_hopper.cu) once.
-variant() {
-  local name=$1; shift
+# variant_in FILE NAME EDIT...: copy the templates, apply each EDIT ("anchor=>replacement", the
+# anchor must occur in FILE, relative to the templates) once; variant NAME EDIT...: in
+# gqa_decode_hopper.cu.
+variant_in() {
+  local file=$1 name=$2; shift 2
   rm -rf "$dest/tpl_$name"
   cp -r "$src" "$dest/tpl_$name"
-  python3 - "$dest/tpl_$name/gqa_decode_hopper.cu" "$@" <<'PY'
+  python3 - "$dest/tpl_$name/$file" "$@" <<'PY'
 import sys
 path, edits = sys.argv[1], sys.argv[2:]
 text = open(path).read()
@@ -43,6 +53,7 @@ for edit in edits:
 open(path, "w").write(text)
 PY
 }
+variant() { variant_in gqa_decode_hopper.cu "$@"; }
 after_pdl=$'  if constexpr (!kLateTrigger) pdl_launch_dependents();\n'  # a CTA that returns here counts as triggered
 split_keys=$'  const int split_begin = keys.begin, split_end = keys.end;\n'
 empty_split=$'  const int split_begin = keys.begin, split_end = keys.begin;\n'
@@ -54,7 +65,19 @@ variant diag_noloop_nomerge "${split_keys}=>${empty_split}" "${merge}=>  return;
 rm -rf "$dest/tpl_diag_trace"
 cp -r "$src" "$dest/tpl_diag_trace"
 cp "$(dirname "$0")/stage_trace_on.cuh" "$dest/tpl_diag_trace/common/stage_trace_on.cuh"
-echo "breakdown variants in $dest: $(cd "$dest" && ls -d tpl_diag_* | tr '\n' ' ')"
+
+mla_copies=$'    constexpr int kChunks = kRawRowBytes / 16;\n'
+mla_s=$'    WgmmaSS<kHalfKeys, false, 0>::run(d, da, db, 1);\n'
+mla_pv=$'    wgmma_m64n256k16_rs<1>(d, pa[kb], db);\n'
+mla_max_sync=$'    __syncthreads();\n    tile_max[0] = fmaxf'
+mla_p_sync=$'  __syncthreads();\n#pragma unroll\n  for (int j = 0; j < kHalfKeys / 16; ++j) {\n    const uint4 v'
+variant_in mla/hopper_loads.cuh mla_diag_noload "${mla_copies}=>${mla_copies}    if (tile >= 0) return;"$'\n'
+variant_in mla/hopper_math.cuh mla_diag_nos "${mla_s}=>    if (kk < 0) ${mla_s# }"
+variant_in mla/hopper_math.cuh mla_diag_nopv "${mla_pv}=>    if (kb < 0) ${mla_pv# }"
+variant_in mla/hopper_math.cuh mla_diag_nomath "${mla_s}=>    if (kk < 0) ${mla_s# }" "${mla_pv}=>    if (kb < 0) ${mla_pv# }"
+variant_in mla/hopper_math.cuh mla_diag_noxchg "${mla_max_sync}=>    tile_max[0] = fmaxf" \
+  "${mla_p_sync}=>#pragma unroll"$'\n  for (int j = 0; j < kHalfKeys / 16; ++j) {\n    const uint4 v'
+echo "breakdown variants in $dest: $(cd "$dest" && ls -d tpl_diag_* tpl_mla_diag_* | tr '\n' ' ')"
 
 if [ "$check" = 1 ]; then
   [ -n "$cli" ] || { echo "--check needs the CLI's path" >&2; exit 2; }
@@ -63,6 +86,10 @@ if [ "$check" = 1 ]; then
       XQAJIT_TEMPLATE_DIR=$dir "$cli" --cache-dir "$dest/cache/$(basename "$dir")" compile kind=gqa input=bf16 kv=$kv head_dim=128 \
         group=4 page_size=64 arch=sm_90a backend=hopper > /dev/null
     done
+  done
+  for dir in "$dest"/tpl_mla_diag_*; do
+    XQAJIT_TEMPLATE_DIR=$dir "$cli" --cache-dir "$dest/cache/$(basename "$dir")" compile kind=mla input=bf16 kv=bf16 \
+      group=128 page_size=64 arch=sm_90a backend=hopper > /dev/null
   done
   echo "every variant compiles"
 fi
