@@ -149,30 +149,18 @@ Backend default_backend(Kind kind, const Arch& arch) {
   return kind == Kind::mla && has_hopper(arch) ? Backend::hopper : Backend::portable;
 }
 
-// MLA's backend=auto on sm_90a, by rows per request (H x q_len) and, at 17-32 rows with a
-// bf16 cache, by whether the launch splits wide (`wide_split`: batch <= SMs / 8). The hopper
-// kernel's CTA is one 64-row wgmma tile, so 16 rows (H=16, one token: DeepSeek-V3 at
-// tensor-parallel 8) pay for 64; the portable kernel sizes its rows to the request (H100,
-// session 18 runs 2-3, bench_mla, us hopper / portable): H=16 q_len 1 B=1 L=8192 20.7 / 16.2
-// bf16, 19.7 / 17.1 fp8; B=32 L=4096 96.0 / 75.7, 89.1 / 88.0; B=64 L=8192 343.5 / 251.9 bf16,
-// 318.7 / 306.8 fp8, bf16 Q + fp8 cache 324.6 / 310.0; B=128 L=4096 339.7 / 246.6, 315.5 /
-// 301.6. At 32 rows a bf16 cache runs faster on portable where the batch fills the GPU (H=32
-// B=32 L=4096 98.7 / 96.8, B=64 L=8192 348.1 / 316.1; H=16 q_len 2 B=64 350.4 / 319.5) and on
-// hopper where one request spreads over it (H=32 B=1 L=8192 21.4 / 24.2); an fp8 cache goes to
-// hopper from 32 rows (H=32 B=32 92.0 / 112.8, B=64 321.1 / 381.1; H=16 q_len 2 B=64 320.6 /
-// 379.1); 64 rows and more to hopper at every shape measured.
-Backend mla_auto_backend(const KernelSpec& s, bool wide_split) {
-  if (!has_hopper(s.arch)) return Backend::portable;
-  const int rows = s.group * s.q_len;
-  const bool portable = rows <= 16 || (rows <= 32 && s.kv != DType::fp8 && !wide_split);
-  return portable ? Backend::portable : Backend::hopper;
-}
-
-// What backend=auto resolves to in a spec (its name): GQA's default, MLA's rule for a
-// launch that does not split wide.
-Backend resolved_auto_backend(const KernelSpec& s) {
-  return s.kind == Kind::mla ? mla_auto_backend(s, false) : default_backend(s.kind, s.arch);
-}
+// MLA's backend=auto: hopper on sm_90a at every shape (default_backend). Session 18 sent up to
+// 16 rows per request (H=16, one token: DeepSeek-V3 at tensor-parallel 8), and 32 with a bf16
+// cache, to the portable kernel, whose rows fit the request where the hopper CTA pays for a
+// 64-row wgmma tile. Since m4-m5 (the hopper kernel's S split between its warpgroups, one page
+// lookup per row) hopper wins those too (H100, session 19 run 12, bench_mla, us hopper /
+// portable): H=16 B=64 L=8192 236.9 / 252.8 bf16, 260.9 / 308.0 fp8; B=128 L=4096 235.6 /
+// 248.0; B=32 L=4096 71.5 / 75.7, 75.2 / 88.6; H=32 B=32 74.3 / 97.2, B=64 244.3 / 315.9; H=16
+// q_len 2 B=64 244.6 / 319.2 -- all but one request over a short sequence at 16 rows (H=16 B=1
+// L=8192 18.6 / 17.0 bf16, 18.8 / 17.8 fp8; L=32768 41.4 / 41.7, 43.2 / 47.0): the tuner's to
+// pick there, not a rule from one shape.
+// What backend=auto resolves to in a spec (its name) and in a launch plan.
+Backend resolved_auto_backend(const KernelSpec& s) { return default_backend(s.kind, s.arch); }
 
 void validate_backend(const KernelSpec& s) {
   if (s.backend == Backend::automatic) return;
@@ -251,8 +239,8 @@ Backend parse_backend(const std::string& text) {
 
 std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
   // The first entry is default_backend: GQA's spec resolves auto to it and its launch
-  // plan then picks per call where both run (planned_backend); MLA's spec resolves auto
-  // by rows per request (mla_auto_backend).
+  // plan then picks per call where both run (planned_backend); MLA's resolves auto to hopper
+  // on sm_90a (resolved_auto_backend).
   if (!has_hopper(arch)) return {Backend::portable};
   if (kind == Kind::mla) return {Backend::hopper, Backend::portable};
   return {Backend::portable, Backend::hopper};
@@ -260,7 +248,7 @@ std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
 
 Backend planned_backend(const KernelSpec& spec, bool split_launch) {
   if (spec.backend != Backend::automatic) return spec.backend;
-  if (spec.kind == Kind::mla) return mla_auto_backend(spec, split_launch);
+  if (spec.kind == Kind::mla) return resolved_auto_backend(spec);
   // GQA on sm_90a, the measured rule (H200, same-run A/B, docs/KERNEL_NOTES.md h3-h7, h15).
   // An fp8 cache: hopper (session 5 run 5: 64x4096 129.9 vs 130.8 us for portable's
   // t128, 16x4096 38.6 vs 39.9, D=256 70.2 vs 74.0, B=1 L=8192 11.9 vs 12.4, page 16

@@ -97,8 +97,10 @@ TEST_CASE("spec names are pinned for a few specs of each family", "[cli]") {
         "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t64_hopper_sm90a");
   CHECK(name_of(dir, {"kind=mla", "input=fp8", "output=bf16", "head_dim=576", "group=16", "arch=sm_90a",
                       "backend=hopper"}) == "mla_fp8_kvfp8_obf16_d576_p64_g16_q1_sw0_t64_hopper_sm90a");
-  CHECK(name_of(dir, {"kind=mla", "input=fp8", "group=16", "arch=sm_90a"}) ==  // auto: 16 rows run portable
+  CHECK(name_of(dir, {"kind=mla", "input=fp8", "group=16", "arch=sm_90a", "backend=portable"}) ==
         "mla_fp8_kvfp8_obf16_d576_p64_g16_q1_sw0_t32_portable_sm90");
+  CHECK(name_of(dir, {"kind=mla", "input=fp8", "group=16", "arch=sm_90a"}) ==  // auto: hopper on sm_90a
+        "mla_fp8_kvfp8_obf16_d576_p64_g16_q1_sw0_t64_hopper_sm90a");
 }
 
 TEST_CASE("a NAME argument round-trips through spec", "[cli]") {

@@ -104,7 +104,7 @@ TEST_CASE("mla_decode resolves its backend by arch", "[mla][args]") {
   CHECK(canonical_name(s) == "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t64_hopper_sm90a");
 }
 
-TEST_CASE("mla_decode's auto backend on sm_90a goes by rows per request and, at 32, by batch", "[mla][args]") {
+TEST_CASE("mla_decode's auto backend is hopper on sm_90a at every row count, portable elsewhere", "[mla][args]") {
   auto planned = [](int heads, int q_len, DType kv, int batch) {
     MlaDecodeParams p = valid_params();
     p.num_heads = heads;
@@ -115,16 +115,18 @@ TEST_CASE("mla_decode's auto backend on sm_90a goes by rows per request and, at 
     return mla_decode_plan(p, h100()).spec.backend;
   };
   const DType bf = DType::bf16, f8 = DType::fp8;
-  CHECK(planned(16, 1, bf, 1) == Backend::portable);  // 16 rows: a quarter of hopper's 64-row tile
-  CHECK(planned(16, 1, f8, 64) == Backend::portable);
-  CHECK(planned(32, 1, bf, 1) == Backend::hopper);  // one request over the GPU
-  CHECK(planned(32, 1, bf, 16) == Backend::hopper);  // 16 x 8 <= 132 SMs
-  CHECK(planned(32, 1, bf, 17) == Backend::portable);
-  CHECK(planned(16, 2, bf, 64) == Backend::portable);
-  CHECK(planned(32, 1, f8, 64) == Backend::hopper);  // an fp8 cache: hopper from 32 rows
-  CHECK(planned(64, 1, bf, 64) == Backend::hopper);
-  CHECK(planned(128, 1, bf, 1) == Backend::hopper);
+  for (int batch : {1, 16, 17, 64})
+    for (DType kv : {bf, f8})
+      for (auto [heads, q_len] : {std::pair{16, 1}, std::pair{16, 2}, std::pair{32, 1}, std::pair{64, 1},
+                                  std::pair{128, 1}}) {
+        INFO("H " << heads << " q_len " << q_len << " B " << batch);
+        CHECK(planned(heads, q_len, kv, batch) == Backend::hopper);
+      }
   CHECK(mla_decode_plan(valid_params(), rtx_sm120()).spec.backend == Backend::portable);
+  MlaDecodeParams p = valid_params();
+  p.num_heads = 16;
+  p.backend = Backend::portable;  // asked for: kept
+  CHECK(mla_decode_plan(p, h100()).spec.backend == Backend::portable);
 }
 
 TEST_CASE("mla_decode plans fit the device and split small batches", "[mla][args]") {

@@ -167,10 +167,9 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
     return spec_from_fields({{"kind", "mla"}, {"arch", arch}, {"backend", backend}, {"group", group}});
   };
   CHECK(normalized(mla("sm_90a", "auto")).backend == Backend::hopper);
-  // MLA's auto on sm_90a goes by rows per request (H x q_len): portable up to 16, and
-  // up to 32 with a bf16 cache (the hopper CTA is one 64-row tile; KERNEL_NOTES m1-m2).
-  CHECK(normalized(mla("sm_90a", "auto", "16")).backend == Backend::portable);
-  CHECK(normalized(mla("sm_90a", "auto", "32")).backend == Backend::portable);
+  // MLA's auto on sm_90a is hopper at every row count (since m4-m5, session 19).
+  CHECK(normalized(mla("sm_90a", "auto", "16")).backend == Backend::hopper);
+  CHECK(normalized(mla("sm_90a", "auto", "32")).backend == Backend::hopper);
   CHECK(normalized(mla("sm_90a", "auto", "64")).backend == Backend::hopper);
   auto mla_fields = [](std::map<std::string, std::string> f) {
     f["kind"] = "mla";
@@ -179,8 +178,8 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
   };
   CHECK(mla_fields({{"group", "32"}, {"input", "fp8"}, {"kv", "fp8"}}) == Backend::hopper);
   CHECK(mla_fields({{"group", "32"}, {"kv", "fp8"}}) == Backend::hopper);
-  CHECK(mla_fields({{"group", "16"}, {"input", "fp8"}, {"kv", "fp8"}}) == Backend::portable);
-  CHECK(mla_fields({{"group", "16"}, {"q_len", "2"}}) == Backend::portable);
+  CHECK(mla_fields({{"group", "16"}, {"input", "fp8"}, {"kv", "fp8"}}) == Backend::hopper);
+  CHECK(mla_fields({{"group", "16"}, {"q_len", "2"}}) == Backend::hopper);
   CHECK(mla_fields({{"group", "16"}, {"q_len", "2"}, {"kv", "fp8"}}) == Backend::hopper);
   CHECK(mla_fields({{"group", "16"}, {"q_len", "3"}}) == Backend::hopper);
   CHECK(normalized(mla("sm_90", "auto")).backend == Backend::portable);
@@ -243,9 +242,8 @@ TEST_CASE("backends resolve by arch and are named", "[spec]") {
   CHECK(launch_backends(gqa({{"kv", "fp8"}, {"input", "bf16"}, {"arch", "sm_90"}})) ==
         std::vector<Backend>{Backend::portable});
   CHECK(launch_backends(mla("sm_90a", "auto")) == std::vector<Backend>{Backend::hopper});
-  CHECK(launch_backends(mla("sm_90a", "auto", "16")) == std::vector<Backend>{Backend::portable});
-  // 32 rows of a bf16 cache: portable, or hopper where one request's splits fill the GPU.
-  CHECK(launch_backends(mla("sm_90a", "auto", "32")) == std::vector<Backend>{Backend::portable, Backend::hopper});
+  CHECK(launch_backends(mla("sm_90a", "auto", "16")) == std::vector<Backend>{Backend::hopper});
+  CHECK(launch_backends(mla("sm_90a", "auto", "32")) == std::vector<Backend>{Backend::hopper});
   const std::map<std::string, std::string> fp8 = {{"kv", "fp8"}, {"input", "bf16"}};
   auto with = [&](std::map<std::string, std::string> f, const char* k, const char* v) { f[k] = v; return gqa(f); };
   const auto variants = launch_variants({gqa(fp8), with(fp8, "backend", "portable"), gqa({{"head_dim", "64"}})});

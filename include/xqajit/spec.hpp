@@ -69,10 +69,8 @@ std::vector<Backend> backends_for(Kind kind, const Arch& arch);
 /// The backend a launch of `spec` runs when no tuning table overrides it: its own
 /// when set; for backend=auto the launch plan's measured rule (GQA on sm_90a: hopper
 /// for an fp8 cache, and for a 16-bit cache at head_dim 128 and q_len 1 when the
-/// launch splits the sequence (`split_launch`); else what the spec resolves to; MLA on
-/// sm_90a: portable up to 16 rows per request (H x q_len), and up to 32 with a bf16
-/// cache unless the launch splits wide (`split_launch`: one request's splits fill the
-/// GPU), hopper past that; an MLA spec resolves to the rule's unsplit answer).
+/// launch splits the sequence (`split_launch`); else what the spec resolves to; MLA:
+/// hopper on sm_90a, portable elsewhere, as its spec resolves).
 /// Allocates nothing (decode_plan calls it per launch).
 Backend planned_backend(const KernelSpec& spec, bool split_launch = false);
 /// The cta_rows a launch of `spec` runs (its backend resolved): its own when set; for

@@ -131,13 +131,6 @@ KernelSpec mla_spec_of(const MlaDecodeParams& p, const Arch& arch) {
   return s;
 }
 
-// One request's splits fill the GPU: at most SMs / 8 hopper row blocks in all (64 rows
-// each), so each has 8 SMs or more to split over (spec.cpp, mla_auto_backend).
-bool splits_wide(const MlaDecodeParams& p, const DeviceInfo& device) {
-  const std::int64_t row_blocks = (static_cast<std::int64_t>(p.num_heads) * p.q_len + 63) / 64;
-  return static_cast<std::int64_t>(p.batch) * row_blocks * 8 <= device.sm_count;
-}
-
 }  // namespace
 
 KernelSpec mla_decode_spec(const MlaDecodeParams& p, const Arch& arch) { return normalized(mla_spec_of(p, arch)); }
@@ -158,7 +151,7 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   }
   // --- end tuning ---
   KernelSpec spec = mla_spec_of(p, device.best_arch());
-  if (spec.backend == Backend::automatic) spec.backend = planned_backend(spec, splits_wide(p, device));
+  if (spec.backend == Backend::automatic) spec.backend = planned_backend(spec);
   plan.spec = normalized(spec);
   const XqajitMlaGeometry geo = geometry(plan.spec);
   if (geo.stages == 0 || geo.smem_bytes > device.max_smem_per_block_optin)

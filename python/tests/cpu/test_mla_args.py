@@ -127,10 +127,10 @@ def test_meta_tensors_are_checked_too():
 
 def test_spec_for_prewarm(mla_inputs):
     q, kv, _, _ = mla_inputs
-    s = xqajit.mla_decode_spec(q, kv.to(torch.float8_e4m3fn), arch="sm_90a")  # auto: 16 rows run portable
-    assert s.name.startswith("mla_bf16_kvfp8_obf16_d576_p64_g16_q1") and s.name.endswith("portable_sm90")
-    s = xqajit.mla_decode_spec(q, kv.to(torch.float8_e4m3fn), arch="sm_90a", backend="hopper")
-    assert s.name.endswith("hopper_sm90a")
+    s = xqajit.mla_decode_spec(q, kv.to(torch.float8_e4m3fn), arch="sm_90a")  # auto: hopper on sm_90a
+    assert s.name.startswith("mla_bf16_kvfp8_obf16_d576_p64_g16_q1") and s.name.endswith("hopper_sm90a")
+    s = xqajit.mla_decode_spec(q, kv.to(torch.float8_e4m3fn), arch="sm_90a", backend="portable")
+    assert s.name.endswith("portable_sm90")
     s = xqajit.mla_decode_spec(q, kv, arch="sm_120a")
     assert "portable" in s.name
     s = xqajit.mla_decode_spec(q, kv, arch="sm_90a", backend="portable")
