@@ -153,7 +153,7 @@ Backend default_backend(Kind kind, const Arch& arch) {
 // 16 rows per request (H=16, one token: DeepSeek-V3 at tensor-parallel 8), and 32 with a bf16
 // cache, to the portable kernel, whose rows fit the request where the hopper CTA pays for a
 // 64-row wgmma tile. Since m4-m5 (the hopper kernel's S split between its warpgroups, one page
-// lookup per row) hopper wins those too (H100, session 19 run 12, bench_mla, us hopper /
+// lookup per row) hopper wins those too (H100, session 19 run 11, bench_mla, us hopper /
 // portable): H=16 B=64 L=8192 236.9 / 252.8 bf16, 260.9 / 308.0 fp8; B=128 L=4096 235.6 /
 // 248.0; B=32 L=4096 71.5 / 75.7, 75.2 / 88.6; H=32 B=32 74.3 / 97.2, B=64 244.3 / 315.9; H=16
 // q_len 2 B=64 244.6 / 319.2 -- all but one request over a short sequence at 16 rows (H=16 B=1
