@@ -64,7 +64,7 @@ std::string to_string(DType d);
 std::string to_string(Backend b);
 Backend parse_backend(const std::string& text);
 /// The backends `kind` has on `arch` (never empty for a valid arch). The first is what
-/// backend=auto resolves to where nothing else decides (MLA decides by rows per request).
+/// backend=auto resolves to where nothing else decides (GQA's launch plan decides per call on sm_90a).
 std::vector<Backend> backends_for(Kind kind, const Arch& arch);
 /// The backend a launch of `spec` runs when no tuning table overrides it: its own
 /// when set; for backend=auto the launch plan's measured rule (GQA on sm_90a: hopper
