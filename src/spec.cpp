@@ -4,9 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <utility>
 #include <cctype>
 #include <sstream>
+#include <utility>
 
 #include "gqa/hopper_geometry.h"
 #include "xqajit/error.hpp"
@@ -144,23 +144,19 @@ std::string backend_list(const std::vector<Backend>& v) {
 // allocate nothing: launch plans normalize and validate a spec on every call.
 bool has_hopper(const Arch& arch) { return arch.number() == 90 && arch.accel; }
 bool offers(const Arch& arch, Backend b) { return b == Backend::portable || (b == Backend::hopper && has_hopper(arch)); }
-// backends_for's first entry; GQA's specs resolve backend=auto to it.
+// backends_for's first entry: what backend=auto resolves to in a spec, and MLA's launch plan.
+// MLA is hopper on sm_90a at every shape. Session 18 sent up to 16 rows per request (H=16, one
+// token: DeepSeek-V3 at tensor-parallel 8), and 32 with a bf16 cache, to the portable kernel,
+// whose rows fit the request where the hopper CTA pays for a 64-row wgmma tile. Since m4-m5 (the
+// hopper kernel's S split between its warpgroups, one page lookup per row) hopper wins those too
+// (H100, session 19 run 11, bench_mla, us hopper / portable): H=16 B=64 L=8192 236.9 / 252.8
+// bf16, 260.9 / 308.0 fp8; B=128 L=4096 235.6 / 248.0; B=32 L=4096 71.5 / 75.7, 75.2 / 88.6; H=32
+// B=32 74.3 / 97.2, B=64 244.3 / 315.9; H=16 q_len 2 B=64 244.6 / 319.2 -- all but one request
+// over a short sequence at 16 rows (H=16 B=1 L=8192 18.6 / 17.0 bf16, 18.8 / 17.8 fp8; L=32768
+// 41.4 / 41.7, 43.2 / 47.0): the tuner's to pick there, not a rule from one shape.
 Backend default_backend(Kind kind, const Arch& arch) {
   return kind == Kind::mla && has_hopper(arch) ? Backend::hopper : Backend::portable;
 }
-
-// MLA's backend=auto: hopper on sm_90a at every shape (default_backend). Session 18 sent up to
-// 16 rows per request (H=16, one token: DeepSeek-V3 at tensor-parallel 8), and 32 with a bf16
-// cache, to the portable kernel, whose rows fit the request where the hopper CTA pays for a
-// 64-row wgmma tile. Since m4-m5 (the hopper kernel's S split between its warpgroups, one page
-// lookup per row) hopper wins those too (H100, session 19 run 11, bench_mla, us hopper /
-// portable): H=16 B=64 L=8192 236.9 / 252.8 bf16, 260.9 / 308.0 fp8; B=128 L=4096 235.6 /
-// 248.0; B=32 L=4096 71.5 / 75.7, 75.2 / 88.6; H=32 B=32 74.3 / 97.2, B=64 244.3 / 315.9; H=16
-// q_len 2 B=64 244.6 / 319.2 -- all but one request over a short sequence at 16 rows (H=16 B=1
-// L=8192 18.6 / 17.0 bf16, 18.8 / 17.8 fp8; L=32768 41.4 / 41.7, 43.2 / 47.0): the tuner's to
-// pick there, not a rule from one shape.
-// What backend=auto resolves to in a spec (its name) and in a launch plan.
-Backend resolved_auto_backend(const KernelSpec& s) { return default_backend(s.kind, s.arch); }
 
 void validate_backend(const KernelSpec& s) {
   if (s.backend == Backend::automatic) return;
@@ -239,8 +235,7 @@ Backend parse_backend(const std::string& text) {
 
 std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
   // The first entry is default_backend: GQA's spec resolves auto to it and its launch
-  // plan then picks per call where both run (planned_backend); MLA's resolves auto to hopper
-  // on sm_90a (resolved_auto_backend).
+  // plan then picks per call where both run (planned_backend); MLA's is hopper on sm_90a.
   if (!has_hopper(arch)) return {Backend::portable};
   if (kind == Kind::mla) return {Backend::hopper, Backend::portable};
   return {Backend::portable, Backend::hopper};
@@ -248,7 +243,7 @@ std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
 
 Backend planned_backend(const KernelSpec& spec, bool split_launch) {
   if (spec.backend != Backend::automatic) return spec.backend;
-  if (spec.kind == Kind::mla) return resolved_auto_backend(spec);
+  if (spec.kind == Kind::mla) return default_backend(spec.kind, spec.arch);
   // GQA on sm_90a, the measured rule (H200, same-run A/B, docs/KERNEL_NOTES.md h3-h7, h15).
   // An fp8 cache: hopper (session 5 run 5: 64x4096 129.9 vs 130.8 us for portable's
   // t128, 16x4096 38.6 vs 39.9, D=256 70.2 vs 74.0, B=1 L=8192 11.9 vs 12.4, page 16
@@ -328,7 +323,7 @@ std::vector<int> cta_rows_variants(const KernelSpec& spec) {
 
 std::vector<Backend> launch_backends(const KernelSpec& spec) {
   if (spec.backend != Backend::automatic) return {spec.backend};
-  std::vector<Backend> out{resolved_auto_backend(spec)};
+  std::vector<Backend> out{default_backend(spec.kind, spec.arch)};
   for (const bool split : {false, true}) {
     const Backend planned = planned_backend(spec, split);
     if (std::find(out.begin(), out.end(), planned) == out.end()) out.push_back(planned);
@@ -408,8 +403,7 @@ void validate(const KernelSpec& s, const std::vector<int>& supported_archs) {
 KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_archs) {
   validate(spec, supported_archs);
   KernelSpec s = spec;
-  if (s.backend == Backend::automatic)
-    s.backend = resolved_auto_backend(s);
+  if (s.backend == Backend::automatic) s.backend = default_backend(s.kind, s.arch);
   // MLA's portable backend uses no arch-specific instruction: it is built for the
   // plain arch, so one cubin serves every GPU of that major (sm_90 runs on sm_90a).
   if (s.kind == Kind::mla && s.backend == Backend::portable) s.arch.accel = false;

@@ -174,9 +174,9 @@ void TuningTable::reindex() {
         int best_dist = 1 << 30;
         for (std::size_t i : p.members) {
           const auto& k = entries_[i].key;
-          if (std::abs(floor_log2(k.batch) - lb) > kNearestBatchSteps) continue;
-          const int d = std::abs(floor_log2(k.batch) - lb) +
-                        std::abs(std::min(floor_log2(k.seq_len), kSeqSlots - 1) - ls);
+          const int batch_steps = std::abs(floor_log2(k.batch) - lb);
+          if (batch_steps > kNearestBatchSteps) continue;
+          const int d = batch_steps + std::abs(std::min(floor_log2(k.seq_len), kSeqSlots - 1) - ls);
           if (d < best_dist)
             best_dist = d,
             group.answer[static_cast<std::size_t>(lb * kSeqSlots + ls)] = static_cast<std::int32_t>(i);

@@ -170,7 +170,7 @@ TEST_CASE("the serving-gqa preset covers the serving GQA family", "[spec_set][pr
   CHECK(mla.specs.size() == 24);
   for (const auto& s : mla.specs) {
     CHECK(s.kind == Kind::mla);
-    // auto resolves to hopper on sm_90a (spec.cpp, resolved_auto_backend), portable elsewhere.
+    // auto resolves to hopper on sm_90a (spec.cpp, default_backend), portable elsewhere.
     CHECK(normalized(s).backend == (s.arch == sm90a ? Backend::hopper : Backend::portable));
   }
   CHECK(expand(preset("serving-mla", {sm80})).specs.size() == 4);

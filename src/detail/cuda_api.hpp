@@ -20,7 +20,7 @@ struct CudaApi {
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute)        \
   X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters)                                         \
   /* the tuner (src/tuner_gpu.cpp, tools/xqajit/tune_problem.cpp) */                          \
-  X(cuMemAlloc) X(cuMemFree) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuStreamCreate)         \
+  X(cuMemAlloc) X(cuMemFree) X(cuMemsetD8Async) X(cuStreamCreate)                            \
   X(cuMemcpyHtoD) X(cuMemcpyDtoD) X(cuDevicePrimaryCtxRelease)                                \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord)                 \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy) X(cuMemGetInfo)               \

@@ -112,10 +112,7 @@ void validate(const MlaDecodeParams& p) {
                      kQkDim, dtype_bytes(p.kv), "the 576 values of a row");
 }
 
-namespace {
-
-// The spec of a launch, backend=auto still unresolved.
-KernelSpec mla_spec_of(const MlaDecodeParams& p, const Arch& arch) {
+KernelSpec mla_decode_spec(const MlaDecodeParams& p, const Arch& arch) {
   KernelSpec s;
   s.kind = Kind::mla;
   s.input = p.input;
@@ -128,12 +125,8 @@ KernelSpec mla_spec_of(const MlaDecodeParams& p, const Arch& arch) {
   s.arch = arch;
   s.kv_tile = p.kv_tile;
   s.backend = p.backend;
-  return s;
+  return normalized(s);
 }
-
-}  // namespace
-
-KernelSpec mla_decode_spec(const MlaDecodeParams& p, const Arch& arch) { return normalized(mla_spec_of(p, arch)); }
 
 MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& device) {
   MlaDecodePlan plan;
@@ -150,9 +143,7 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
     }
   }
   // --- end tuning ---
-  KernelSpec spec = mla_spec_of(p, device.best_arch());
-  if (spec.backend == Backend::automatic) spec.backend = planned_backend(spec);
-  plan.spec = normalized(spec);
+  plan.spec = mla_decode_spec(p, device.best_arch());
   const XqajitMlaGeometry geo = geometry(plan.spec);
   if (geo.stages == 0 || geo.smem_bytes > device.max_smem_per_block_optin)
     throw SpecError("kv_tile", std::to_string(plan.spec.kv_tile),
