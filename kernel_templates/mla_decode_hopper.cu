@@ -8,14 +8,17 @@
 // mla/hopper_loads.cuh (producer), mla/hopper_math.cuh (wgmma phases),
 // mla/hopper_epilogue.cuh (stores, split merge); PTX wrappers: common/wgmma.cuh.
 //
-// Schedule (v1, 2 stages): tile i+1's cp.async is in flight while tile i is
-// computed; [fp8 cache: tile i converted to bf16 in shared memory;] a proxy
-// fence + barrier make the landed tile visible to wgmma; a barrier at the end
-// of each tile frees its stage for the next issue.
+// Schedule (2 stages): tile i+1's copies are in flight while tile i is
+// computed. A bf16 cache's tiles come by TMA (m6): thread 0 issues tile i+1's
+// boxes as tile i starts, and every thread waits on tile i's mbarrier. An fp8
+// cache's come by cp.async from every thread, tile i is converted to bf16 in
+// shared memory, and a proxy fence + barrier make it visible to wgmma. A
+// barrier at the end of each tile frees its stage for the next issue.
 
 #include "common/mma.cuh"
 #include "common/paged_kv.cuh"
 #include "common/pdl.cuh"
+#include "common/tma.cuh"
 #include "common/wgmma.cuh"
 #include "mla/hopper_config.cuh"
 #include "mla/hopper_epilogue.cuh"
@@ -26,9 +29,11 @@
 using namespace xqajit;
 using namespace xqajit::mla_hopper;
 
-extern "C" __global__ void __launch_bounds__(kThreads, 1) xqajit_mla_decode(const XqajitMlaArgs args) {
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    xqajit_mla_decode(const XqajitMlaArgs args, const __grid_constant__ XqajitTensorMap kv_map) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ int s_is_last;
+  __shared__ __align__(8) unsigned long long s_full[2];  // TMA path: stage s landed (phase per use)
   // 128-byte swizzle atoms must sit on 1024-byte boundaries (descriptor base offset 0).
   unsigned char* const smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   const float kInf = __int_as_float(0x7f800000);
@@ -37,6 +42,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) xqajit_mla_decode(cons
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wg = warp >> 2, rt = warp & 3;  // warpgroup, and this warp's 16-row slice of the 64 rows
   const int quad_row = lane >> 2;
+  const u32 full_addr = smem_addr(&s_full[0]);
+  if (kTma && tid == 0) {
+    mbarrier_init(full_addr, 1);
+    mbarrier_init(full_addr + 8, 1);
+    fence_mbarrier_init();
+  }
 
   // Nothing above reads global memory: an upstream kernel may still be writing.
   pdl_wait();
@@ -53,17 +64,32 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) xqajit_mla_decode(cons
   const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
   const float logit_scale_log2 = args.sm_scale * q_scale * kv_scale * kLog2e;
 
+  const int* const table_row = args.block_table + (long long)b * args.block_table_stride;
   const TileLoader loader{static_cast<const unsigned char*>(args.kv_cache),
-                          args.block_table + (long long)b * args.block_table_stride,
+                          table_row,
                           args.kv_stride_page,
                           args.kv_stride_token,
                           max_len,
                           split_begin,
                           split_end};
+  const TmaTileLoader tma{&kv_map, table_row, split_begin, split_end, kTma ? l2_evict_first_policy() : 0ull};
+  int next_pages[TmaTileLoader::kPagesPerTile];  // thread 0: the next tile's page ids, read a tile ahead
   const u32 raw_addr = smem_addr(smem + kRawOff);
-  if (num_tiles > 0) loader.issue(0, raw_addr, tid);
-  cp_async_commit();
+  if constexpr (kTma) {
+    if (tid == 0 && num_tiles > 0) {
+      tma.pages(0, next_pages);
+      tma.issue(next_pages, raw_addr, full_addr);
+      if (num_tiles > 1) tma.pages(1, next_pages);
+    }
+  } else {
+    if (num_tiles > 0) loader.issue(0, raw_addr, tid);
+    cp_async_commit();
+  }
   stage_q(args, smem + kQOff, b, rb, tid);
+  if constexpr (kTma) {
+    fence_proxy_async();  // Q's st.shared -> visible to wgmma; the barrier publishes the mbarrier init too
+    __syncthreads();
+  }
 
   RowState st;
 #pragma unroll
@@ -80,24 +106,40 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) xqajit_mla_decode(cons
   const u32 q_addr = smem_addr(smem + kQOff);
   const Exchange xchg(smem);
   for (int it = 0; it < num_tiles; ++it) {
-    if (it + 1 < num_tiles) loader.issue(it + 1, raw_addr + ((it + 1) & 1) * kStageBytes, tid);
-    cp_async_commit();
-    cp_async_wait<1>();  // tile it landed (this thread's copies)
     u32 tile_addr = raw_addr + (it & 1) * kStageBytes;
-    if constexpr (kFp8Cache) {
-      __syncthreads();  // every thread's copies of tile it landed
-      convert_tile(smem + kRawOff + (it & 1) * kStageBytes, smem + kTile16Off, tid);
-      tile_addr = smem_addr(smem + kTile16Off);
+    if constexpr (kTma) {
+      // Stage (it + 1) & 1 was freed by the barrier that ended tile it - 1.
+      if (tid == 0 && it + 1 < num_tiles) {
+        tma.issue(next_pages, raw_addr + ((it + 1) & 1) * kStageBytes, full_addr + ((it + 1) & 1) * 8);
+        if (it + 2 < num_tiles) tma.pages(it + 2, next_pages);
+      }
+      __syncwarp();  // warp 0 converged again before its wgmmas (.sync.aligned)
+      mbarrier_wait_parity(full_addr + (it & 1) * 8, (it >> 1) & 1);
+      const int valid = split_end - (split_begin + it * kTile);
+      if (valid < kTile) {  // the split's last tile, once per CTA at most
+        zero_tile_tail(smem + kRawOff + (it & 1) * kStageBytes, valid, tid);
+        fence_proxy_async();
+        __syncthreads();
+      }
+    } else {
+      if (it + 1 < num_tiles) loader.issue(it + 1, raw_addr + ((it + 1) & 1) * kStageBytes, tid);
+      cp_async_commit();
+      cp_async_wait<1>();  // tile it landed (this thread's copies)
+      if constexpr (kFp8Cache) {
+        __syncthreads();  // every thread's copies of tile it landed
+        convert_tile(smem + kRawOff + (it & 1) * kStageBytes, smem + kTile16Off, tid);
+        tile_addr = smem_addr(smem + kTile16Off);
+      }
+      fence_proxy_async();  // cp.async / st.shared writes -> visible to wgmma (async proxy)
+      __syncthreads();
     }
-    fence_proxy_async();  // cp.async / st.shared writes -> visible to wgmma (async proxy)
-    __syncthreads();
     float s[kHalfKeys / 8][4];
     qk_wgmma(s, q_addr, tile_addr, wg);
     pv_wgmma(st, s, tile_addr, wg, rt, xchg, split_begin + it * kTile, split_end, draft_begin, logit_scale_log2,
              lane);
     __syncthreads();  // every warpgroup is done with this stage, the bf16 tile and the exchange
   }
-  cp_async_wait<0>();
+  if constexpr (!kTma) cp_async_wait<0>();
   add_other_sums(st, xchg, wg, tid & 127);
 
   finish_rows(args, st, smem, &s_is_last, split, rb, b, rt, wg, kv_scale, lane);

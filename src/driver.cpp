@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -271,6 +272,34 @@ void Driver::launch_merge(const LoadedKernel& kernel, const LaunchConfig& config
   if (!kernel.merge_function)
     throw ArgumentError(fmt::format("kernel {} has no split-merge entry point", kernel.name));
   launch_entry(impl_->api, kernel, kernel.merge_function, config, stream, params);
+}
+
+void Driver::encode_tiled_tensor_map(void* map, const TiledTensorMapRequest& r) {
+  const CudaApi& api = impl_->api;
+  cuuint64_t dims[5] = {}, strides[4] = {};
+  cuuint32_t box[5] = {}, element_strides[5] = {1, 1, 1, 1, 1};
+  for (int i = 0; i < r.rank; ++i) {
+    dims[i] = r.dims[i];
+    box[i] = r.box[i];
+    if (i > 0) strides[i - 1] = r.strides_bytes[i - 1];
+  }
+  const CUtensorMapDataType type =
+      r.element_bytes == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16;
+  CUtensorMap encoded;  // cuda.h's alignment (128 B); the kernel parameter needs 64 (xqajit/tensor_map.h)
+  const CUresult res = api.cuTensorMapEncodeTiled(
+      &encoded, type, static_cast<cuuint32_t>(r.rank), const_cast<void*>(r.base), dims,
+      strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (res == CUDA_SUCCESS) {
+    std::memcpy(map, &encoded, sizeof(encoded));
+    return;
+  }
+  std::string shape;
+  for (int i = 0; i < r.rank; ++i)
+    shape += fmt::format("{}dim {} = {} (box {}{})", i ? ", " : "", i, r.dims[i], r.box[i],
+                         i ? fmt::format(", stride {} B", r.strides_bytes[i - 1]) : std::string());
+  throw ArgumentError(fmt::format("cuTensorMapEncodeTiled refused a {}-byte-element tensor at {}: {}: {}",
+                                  r.element_bytes, r.base, shape, detail::cu_error_text(api, res)));
 }
 
 bool Driver::clusters_fit(const LoadedKernel& kernel, const LaunchConfig& config) {

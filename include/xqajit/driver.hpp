@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,17 @@ struct LaunchConfig {
   unsigned cluster[3] = {1, 1, 1};
 };
 
+/// A tiled tensor map over a strided tensor of 1- or 2-byte elements, boxes in the
+/// 128-byte swizzle (cuTensorMapEncodeTiled's arguments; dimension 0 is contiguous).
+struct TiledTensorMapRequest {
+  const void* base = nullptr;         // 16-byte aligned
+  int rank = 0;                       // 1 to 5
+  int element_bytes = 2;              // 1 or 2
+  std::uint64_t dims[5] = {};         // elements per dimension
+  std::uint64_t strides_bytes[4] = {};  // byte strides of dimensions 1.. (multiples of 16)
+  std::uint32_t box[5] = {};          // box extent per dimension (box[0] * element_bytes <= 128)
+};
+
 /// Loads libcuda (once; thread-safe). Throws LibraryError naming the library and
 /// where it looked, and saying what works without it.
 class Driver {
@@ -95,6 +107,10 @@ class Driver {
   void launch(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params);
   /// The same for the kernel's split-merge entry (LoadedKernel::merge_function).
   void launch_merge(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params);
+  /// Encodes `request` into the 128-byte tensor map at `map` (a CUtensorMap image). A
+  /// host-only call (no device work, no allocation): legal while a stream captures.
+  /// Throws ArgumentError naming the request when the driver refuses it.
+  void encode_tiled_tensor_map(void* map, const TiledTensorMapRequest& request);
   /// Whether every thread-block cluster of `config` (true without clusters) can be
   /// resident at once: cuOccupancyMaxActiveClusters, asked once per kernel and cluster size.
   bool clusters_fit(const LoadedKernel& kernel, const LaunchConfig& config);

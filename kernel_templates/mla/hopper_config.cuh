@@ -19,9 +19,10 @@ constexpr int kR = kGeo.rows_per_cta;  // 64: one wgmma M tile
 constexpr int kThreads = kGeo.threads;
 constexpr int kStages = kGeo.stages;
 constexpr int kWgDims = kV / 2;        // output dims of one warpgroup (the wgmma N of P V)
+constexpr bool kTma = xqajit_mla_hopper_tma(kCacheBytes);  // bf16 tiles by TMA, fp8 by cp.async
 
 // Bytes of one 128-byte-swizzled bf16 operand block of `rows` rows x 576.
-constexpr int kColBlock = 64;                    // bf16 elements of one 128-byte swizzle row
+constexpr int kColBlock = kXqajitMlaHopperBoxCols;  // bf16 elements of one 128-byte swizzle row
 constexpr int kColBlocks = kQk / kColBlock;      // 9
 constexpr int kQBytes = kR * kQk * 2;
 constexpr int kTile16Bytes = kTile * kQk * 2;

@@ -19,6 +19,11 @@
 
 constexpr int kXqajitMlaHopperThreads = 256;
 constexpr int kXqajitMlaHopperRows = 64;
+// A bf16 cache's tiles arrive by TMA (one thread issues 64-column boxes of whole
+// pages, src/ops/mla_decode.cpp encodes the map), an fp8 cache's by cp.async (its
+// raw tile is converted to bf16 in shared memory).
+constexpr int kXqajitMlaHopperBoxCols = 64;  // one 128-byte swizzle row of bf16
+constexpr bool xqajit_mla_hopper_tma(int cache_bytes) { return cache_bytes == 2; }
 
 // Bytes the two warpgroups exchange per tile: row maxima, then P halves.
 constexpr int xqajit_mla_hopper_exchange_bytes(int kv_tile) {

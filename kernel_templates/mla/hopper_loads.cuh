@@ -11,6 +11,7 @@
 #include "common/memory.cuh"
 #include "common/mma.cuh"
 #include "common/paged_kv.cuh"
+#include "common/tma.cuh"
 #include "mla/hopper_config.cuh"
 #include "mla/shared_tiles.cuh"
 
@@ -45,6 +46,54 @@ struct TileLoader {
     }
   }
 };
+
+// A bf16 cache's tiles by TMA, issued by one thread (m6): per page of the tile, nine
+// boxes of 64 values x the page's rows land straight in the swizzled operand layout
+// ([column block][key][128 B]; the copy engine applies the 128-byte swizzle by address,
+// as wgmma reads it). A tile is one page or two (pages of 64 or 32 keys; splits start on
+// tile boundaries). A page past the split is not copied: its table entry may be stale,
+// and the kernel zeroes the keys past the split's end in the last tile instead.
+struct TmaTileLoader {
+  static constexpr int kPagesPerTile = kTile / kPageSize;
+  static constexpr u32 kPageBytes = kColBlocks * kPageSize * kColBlock * 2;
+  static_assert(kTile % kPageSize == 0, "a tile holds whole pages");
+  const XqajitTensorMap* map;
+  const int* table_row;
+  int split_begin, split_end;
+  u64 policy;
+
+  // The page ids of tile `tile` (-1: past the split), read a tile ahead of issue().
+  __device__ __forceinline__ void pages(int tile, int (&ids)[kPagesPerTile]) const {
+    const int first = split_begin + tile * kTile;
+#pragma unroll
+    for (int j = 0; j < kPagesPerTile; ++j)
+      ids[j] = first + j * kPageSize < split_end ? table_row[(first + j * kPageSize) / kPageSize] : -1;
+  }
+
+  __device__ __forceinline__ void issue(const int (&ids)[kPagesPerTile], u32 dst, u32 bar) const {
+    u32 bytes = 0;
+#pragma unroll
+    for (int j = 0; j < kPagesPerTile; ++j) bytes += ids[j] >= 0 ? kPageBytes : 0u;
+    mbarrier_arrive_expect_tx(bar, bytes);
+#pragma unroll
+    for (int j = 0; j < kPagesPerTile; ++j) {
+      if (ids[j] < 0) continue;
+#pragma unroll
+      for (int cb = 0; cb < kColBlocks; ++cb)
+        tma_load_3d(dst + cb * kTile * 128 + j * kPageSize * 128, *map, cb * kColBlock, 0, ids[j], bar, policy);
+    }
+  }
+};
+
+// Keys `valid`.. of a landed bf16 tile -> zeros (the last tile of a split that ends
+// inside it: its page's unused slots may hold NaN, and P = 0 times NaN is NaN).
+__device__ __forceinline__ void zero_tile_tail(unsigned char* tile, int valid, int tid) {
+  constexpr int kChunks = kColBlocks * (kColBlock * 2 / 16);  // 16-byte chunks of a key row
+  for (int i = valid * kChunks + tid; i < kTile * kChunks; i += kThreads) {
+    const int key = i / kChunks, chunk = i % kChunks;
+    *reinterpret_cast<U32x4*>(tile + sw128_offset(key, chunk, kTile)) = U32x4{0, 0, 0, 0};
+  }
+}
 
 // The CTA's Q rows and fp8 tiles -> bf16 in this backend's swizzled layout (mla/shared_tiles.cuh).
 __device__ __forceinline__ void stage_q(const XqajitMlaArgs& args, unsigned char* q_smem, int b, int rb, int tid) {

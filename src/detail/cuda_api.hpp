@@ -18,7 +18,7 @@ struct CudaApi {
   X(cuDevicePrimaryCtxRetain) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxGetCurrent)       \
   X(cuCtxGetDevice) X(cuStreamGetCtx) X(cuStreamIsCapturing) X(cuModuleLoadData)              \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute)        \
-  X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters)                                         \
+  X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters) X(cuTensorMapEncodeTiled)                 \
   /* the tuner (src/tuner_gpu.cpp, tools/xqajit/tune_problem.cpp) */                          \
   X(cuMemAlloc) X(cuMemFree) X(cuMemsetD8Async) X(cuStreamCreate)                            \
   X(cuMemcpyHtoD) X(cuMemcpyDtoD) X(cuDevicePrimaryCtxRelease)                                \

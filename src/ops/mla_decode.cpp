@@ -6,9 +6,12 @@
 #include <array>
 #include <cstdint>
 
+#include <cuda.h>
+
 #include "ops/arg_checks.hpp"
 #include "xqajit/error.hpp"
 #include "xqajit/mla_args.h"
+#include "xqajit/tensor_map.h"
 #include "xqajit/ops/split_plan.hpp"
 #include "xqajit/tuning.hpp"
 #include "mla/portable_geometry.h"
@@ -19,6 +22,7 @@ namespace {
 
 // Pin the layout the kernels see (every member is 8 or 4 bytes).
 static_assert(sizeof(XqajitMlaArgs) == 184, "XqajitMlaArgs changed: update both MLA kernels too");
+static_assert(sizeof(XqajitTensorMap) == sizeof(CUtensorMap), "xqajit/tensor_map.h must spell CUtensorMap");
 
 constexpr const char* kOp = "mla_decode";
 constexpr int kQkDim = XQAJIT_MLA_QK_DIM;
@@ -59,6 +63,28 @@ XqajitMlaGeometry geometry(const KernelSpec& spec) {
   }
   return xqajit_mla_portable_geometry(spec.group, spec.q_len, spec.kv_tile, cache_bytes, q_bytes,
                                       spec.arch.number());
+}
+
+// The hopper backend's bf16 tiles arrive by TMA: boxes of 64 values x one page's rows
+// of the cache seen as [pages][page_size][576] (kernel: mla/hopper_loads.cuh). Page
+// ids come from the block table, so the page extent only bounds the copies: an id
+// past it reads zeros.
+XqajitTensorMap kv_tensor_map(const MlaDecodeParams& p, const Strides& s, Driver& driver) {
+  TiledTensorMapRequest r;
+  r.base = p.kv_cache;
+  r.rank = 3;
+  r.element_bytes = dtype_bytes(p.kv);
+  r.dims[0] = kQkDim;
+  r.dims[1] = static_cast<std::uint64_t>(p.page_size);
+  r.dims[2] = p.num_pages > 0 ? static_cast<std::uint64_t>(p.num_pages) : std::uint64_t{1} << 31;
+  r.strides_bytes[0] = static_cast<std::uint64_t>(s.kv_t) * r.element_bytes;
+  r.strides_bytes[1] = static_cast<std::uint64_t>(s.kv_p) * r.element_bytes;
+  r.box[0] = kXqajitMlaHopperBoxCols;
+  r.box[1] = static_cast<std::uint32_t>(p.page_size);
+  r.box[2] = 1;
+  XqajitTensorMap map{};
+  driver.encode_tiled_tensor_map(&map, r);
+  return map;
 }
 
 }  // namespace
@@ -242,7 +268,10 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
   config.block[0] = plan.threads;
   config.dynamic_smem = plan.smem_bytes;
   config.programmatic_dependent_launch = p.programmatic_dependent_launch && plan.spec.arch.number() >= 90;
-  void* params[] = {&args};
+  XqajitTensorMap kv_map{};  // by value after args: the hopper kernel's second parameter
+  if (plan.spec.backend == Backend::hopper && xqajit_mla_hopper_tma(dtype_bytes(plan.spec.kv)))
+    kv_map = kv_tensor_map(p, s, driver);
+  void* params[] = {&args, &kv_map};  // a kernel reads as many as it declares
   driver.launch(kernel, config, stream, params);
   if (plan.merge_launch) {
     LaunchConfig merge;
