@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
       shapes.push_back({16, 128, 4096, 1, in, kv});
       shapes.push_back({16, 32, 4096, 1, in, kv});
       shapes.push_back({16, 64, 8192, 2, in, kv});
+      shapes.push_back({128, 64, 4096, 2, in, kv});  // MTP at DeepSeek's 128 heads: compute-bound
     }
     shapes.push_back({16, 64, 8192, 1, bf, f8});
     shapes.push_back({128, 64, 8192, 1, bf, f8});
