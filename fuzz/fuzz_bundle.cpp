@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <string>
 
-#include "detail/log.hpp"
+#include "util/log.hpp"
 #include "xqajit/bundle.hpp"
 #include "xqajit/detail/sha256.hpp"
 #include "xqajit/error.hpp"

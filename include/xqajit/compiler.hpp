@@ -1,6 +1,6 @@
 #pragma once
 /// NVRTC: kernel templates + spec flags -> cubin for the spec's arch.
-/// libnvrtc is loaded with dlopen on first use (see detail/nvrtc_api.hpp).
+/// libnvrtc is loaded with dlopen on first use (see src/compile/nvrtc_api.hpp).
 
 #include <string>
 #include <vector>

@@ -7,7 +7,7 @@
 ///     --Timer::interleaved_us (winner A, heuristic B, interleaved)--> gain, or revert
 ///
 /// Selection and confirmation run over an injected Timer (tests use a fake);
-/// tune_launch() times real launches on a GPU (src/tuner_gpu.cpp).
+/// tune_launch() times real launches on a GPU (src/tuning/tuner_gpu.cpp).
 
 #include <cstddef>
 #include <functional>
@@ -89,7 +89,7 @@ std::optional<TuningEntry> tune_key(const TuningKey& key, Timer& timer, const Ca
 std::optional<TuningEntry> tune_key(const TuningKey& key, Timer& timer,
                                     const CandidateFilter& filter = candidate_fits);
 
-// ---- on a GPU (src/tuner_gpu.cpp) ----
+// ---- on a GPU (src/tuning/tuner_gpu.cpp) ----
 
 /// How the GPU tuner times a candidate -- as bench_decode does, because serving replays
 /// graphs: a CUDA graph of back-to-back launches (PDL as the plan asks), rotating over

@@ -1,0 +1,463 @@
+#include "xqajit/tuning.hpp"
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "util/fs.hpp"
+#include "util/log.hpp"
+#include "xqajit/bundle.hpp"
+#include "xqajit/ops/split_plan.hpp"
+#include "xqajit/detail/sha256.hpp"
+
+namespace xqajit {
+namespace {
+
+using nlohmann::json;
+
+int floor_log2(std::int64_t v) {
+  int l = 0;
+  while (v > 1) v >>= 1, ++l;
+  return l;
+}
+
+// FNV-1a over raw bytes; the field-by-field hash below never builds a string.
+struct Fnv {
+  std::uint64_t h = 1469598103934665603ull;
+  void bytes(const void* p, std::size_t n) {
+    auto* c = static_cast<const unsigned char*>(p);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 1099511628211ull;
+  }
+  void i(std::int64_t v) { bytes(&v, sizeof v); }
+  void s(const std::string& v) { i(static_cast<std::int64_t>(v.size())), bytes(v.data(), v.size()); }
+};
+
+bool same_spec_minus_knobs(const KernelSpec& a, const KernelSpec& b) { return key_spec(a) == key_spec(b); }
+
+json choice_json(const TunedChoice& c) {
+  json j = {{"kv_tile", c.kv_tile}, {"num_splits", c.num_splits}, {"backend", to_string(c.backend)}};
+  if (c.cta_rows != 0) j["cta_rows"] = c.cta_rows;  // tables from before h43 have none
+  return j;
+}
+TunedChoice choice_from(const json& j) {
+  TunedChoice c;
+  c.kv_tile = j.at("kv_tile").get<int>();
+  c.num_splits = j.at("num_splits").get<int>();
+  c.backend = parse_backend(j.at("backend").get<std::string>());
+  c.cta_rows = j.value("cta_rows", 0);
+  return c;
+}
+
+struct Active {
+  std::shared_ptr<const TuningTable> table;
+  std::string toolchain;
+};
+std::atomic<bool> g_have_active{false};
+thread_local bool t_heuristic_only = false;  // HeuristicPlansScope
+std::shared_ptr<const Active> g_active;      // accessed with std::atomic_load/store only
+
+}  // namespace
+
+KernelSpec key_spec(KernelSpec spec) {
+  spec.kv_tile = 0;
+  spec.cta_rows = 0;
+  spec.backend = Backend::automatic;
+  return spec;
+}
+
+int batch_bucket(std::int64_t batch) {
+  if (batch <= 1) return 1;
+  if (batch >= kMaxTunedBatch) return kMaxTunedBatch;
+  return 1 << floor_log2(batch);
+}
+
+std::int64_t seq_bucket(std::int64_t max_seq_len) {
+  if (max_seq_len <= 1) return 1;
+  return std::int64_t{1} << floor_log2(max_seq_len);
+}
+
+bool same_group(const TuningKey& a, const TuningKey& b) {
+  return a.device.name == b.device.name && a.device.cc_major == b.device.cc_major &&
+         a.device.cc_minor == b.device.cc_minor && a.device.sm_count == b.device.sm_count &&
+         a.device.toolchain == b.device.toolchain && same_spec_minus_knobs(a.spec, b.spec);
+}
+
+bool operator==(const TuningKey& a, const TuningKey& b) {
+  return same_group(a, b) && a.batch == b.batch && a.seq_len == b.seq_len;
+}
+
+std::string to_string(const TunedChoice& c) {
+  return "kv_tile=" + std::to_string(c.kv_tile) +
+         " splits=" + (c.num_splits == 0 ? std::string("auto") : std::to_string(c.num_splits)) +
+         " backend=" + to_string(c.backend) + (c.cta_rows ? " cta_rows=" + std::to_string(c.cta_rows) : "");
+}
+
+std::string to_string(ChoiceSource s) {
+  switch (s) {
+    case ChoiceSource::tuned:
+      return "tuned";
+    case ChoiceSource::nearest:
+      return "nearest";
+    case ChoiceSource::heuristic:
+      break;
+  }
+  return "heuristic";
+}
+
+std::uint64_t tuning_group_hash(const std::string& device_name, int cc_major, int cc_minor, int sm_count,
+                                const std::string& toolchain, const KernelSpec& spec) noexcept {
+  Fnv f;
+  f.s(device_name), f.i(cc_major), f.i(cc_minor), f.i(sm_count), f.s(toolchain);
+  f.i(static_cast<int>(spec.kind)), f.i(static_cast<int>(spec.input)), f.i(static_cast<int>(spec.kv));
+  f.i(static_cast<int>(spec.output)), f.i(spec.head_dim), f.i(spec.page_size), f.i(spec.group);
+  f.i(spec.q_len), f.i(spec.sliding_window), f.i(spec.arch.major), f.i(spec.arch.minor), f.i(spec.arch.accel);
+  return f.h;
+}
+
+void TuningTable::insert(TuningEntry entry) {
+  entry.key.batch = batch_bucket(entry.key.batch);
+  entry.key.seq_len = seq_bucket(entry.key.seq_len);
+  entry.key.spec = key_spec(entry.key.spec);
+  for (auto& e : entries_)
+    if (e.key == entry.key) {
+      e = std::move(entry);
+      return;
+    }
+  entries_.push_back(std::move(entry));
+}
+
+void TuningTable::put(TuningEntry entry) {
+  insert(std::move(entry));
+  reindex();
+}
+
+void TuningTable::merge(const TuningTable& other) {
+  for (const auto& e : other.entries_) insert(e);
+  reindex();
+}
+
+// Precomputes, per group, the answer for every bucket, so lookup() does one
+// hash find and one array read.
+void TuningTable::reindex() {
+  groups_.clear();
+  struct Pending {
+    std::uint64_t hash;
+    std::size_t slot;                  // index in groups_[hash]
+    std::vector<std::size_t> members;  // in put order
+  };
+  std::vector<Pending> pending;
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    const auto& k = entries_[i].key;
+    const std::uint64_t h = tuning_group_hash(k.device.name, k.device.cc_major, k.device.cc_minor,
+                                              k.device.sm_count, k.device.toolchain, k.spec);
+    auto& bucket = groups_[h];
+    std::size_t g = 0;
+    while (g < bucket.size() && !same_group(entries_[bucket[g].representative].key, k)) ++g;
+    if (g == bucket.size()) bucket.push_back(Group{i, {}}), pending.push_back({h, g, {}});
+    for (auto& p : pending)
+      if (p.hash == h && p.slot == g) {
+        p.members.push_back(i);
+        break;
+      }
+  }
+  for (const Pending& p : pending) {
+    Group& group = groups_[p.hash][p.slot];
+    group.answer.assign(kBatchSlots * kSeqSlots, -1);
+    for (int lb = 0; lb < kBatchSlots; ++lb)
+      for (int ls = 0; ls < kSeqSlots; ++ls) {
+        int best_dist = 1 << 30;
+        for (std::size_t i : p.members) {
+          const auto& k = entries_[i].key;
+          const int batch_steps = std::abs(floor_log2(k.batch) - lb);
+          if (batch_steps > kNearestBatchSteps) continue;
+          const int d = batch_steps + std::abs(std::min(floor_log2(k.seq_len), kSeqSlots - 1) - ls);
+          if (d < best_dist)
+            best_dist = d,
+            group.answer[static_cast<std::size_t>(lb * kSeqSlots + ls)] = static_cast<std::int32_t>(i);
+        }
+      }
+  }
+}
+TunedLookup TuningTable::lookup(const std::string& device_name, int cc_major, int cc_minor, int sm_count,
+                                const std::string& toolchain, const KernelSpec& spec, std::int64_t batch,
+                                std::int64_t max_seq_len) const noexcept {
+  TunedLookup out;
+  const auto it = groups_.find(tuning_group_hash(device_name, cc_major, cc_minor, sm_count, toolchain, spec));
+  if (it == groups_.end()) return out;
+  for (const Group& group : it->second) {
+    const auto& k = entries_[group.representative].key;
+    // Hash collisions: the group must really match (compares in place, no allocation).
+    if (k.device.name != device_name || k.device.toolchain != toolchain || k.device.sm_count != sm_count ||
+        k.device.cc_major != cc_major || k.device.cc_minor != cc_minor ||
+        !same_spec_minus_knobs(k.spec, spec))
+      continue;
+    const int lb = floor_log2(batch_bucket(batch));
+    const int ls = std::min(floor_log2(seq_bucket(max_seq_len)), kSeqSlots - 1);
+    const std::int32_t i = group.answer[static_cast<std::size_t>(lb * kSeqSlots + ls)];
+    if (i < 0) return out;
+    const TuningEntry& e = entries_[static_cast<std::size_t>(i)];
+    const bool exact = e.key.batch == batch_bucket(batch) && e.key.seq_len == seq_bucket(max_seq_len);
+    out.source = exact ? ChoiceSource::tuned : ChoiceSource::nearest;
+    out.choice = e.winner;
+    if (!exact && out.choice.num_splits > 0) {  // as many CTAs as the tuned grid had
+      const double scaled = std::round(static_cast<double>(out.choice.num_splits) * e.key.batch /
+                                       static_cast<double>(std::max<std::int64_t>(batch, 1)));
+      out.choice.num_splits = static_cast<int>(std::clamp(scaled, 1.0, static_cast<double>(kMaxSplits)));
+    }
+    return out;
+  }
+  return out;
+}
+
+TunedLookup TuningTable::lookup(const TuningKey& k) const noexcept {
+  return lookup(k.device.name, k.device.cc_major, k.device.cc_minor, k.device.sm_count, k.device.toolchain,
+                k.spec, k.batch, k.seq_len);
+}
+
+std::string TuningTable::to_json() const {
+  json entries = json::array();
+  for (const auto& e : entries_) {
+    const auto& k = e.key;
+    const auto& s = k.spec;
+    json cands = json::array();
+    for (const auto& c : e.candidates)
+      cands.push_back(
+          {{"choice", choice_json(c.choice)}, {"median_us", c.median_us}, {"heuristic", c.heuristic}});
+    entries.push_back({
+        {"device",
+         {{"name", k.device.name},
+          {"cc", {k.device.cc_major, k.device.cc_minor}},
+          {"sm_count", k.device.sm_count},
+          {"toolchain", k.device.toolchain}}},
+        {"spec",
+         {{"kind", to_string(s.kind)},
+          {"input", to_string(s.input)},
+          {"kv", to_string(s.kv)},
+          {"output", to_string(s.output)},
+          {"head_dim", s.head_dim},
+          {"page_size", s.page_size},
+          {"group", s.group},
+          {"q_len", s.q_len},
+          {"sliding_window", s.sliding_window},
+          {"arch", s.arch.str()}}},
+        {"batch", k.batch},
+        {"seq_len", k.seq_len},
+        {"winner", choice_json(e.winner)},
+        {"candidates", cands},
+        {"confirm_winner_us", e.confirm_winner_us},
+        {"confirm_heuristic_us", e.confirm_heuristic_us},
+        {"reverted", e.reverted},
+    });
+  }
+  const std::string body = entries.dump();
+  json doc = {{"format", "xqajit-tuning"},
+              {"version", kTuningFormatVersion},
+              {"checksum", detail::sha256_hex(body)},
+              {"entries", entries}};
+  return doc.dump(1);
+}
+
+TuningTable TuningTable::from_json(const std::string& text) {
+  json doc = json::parse(text);  // throws on malformed text
+  if (doc.value("format", std::string()) != "xqajit-tuning") throw std::runtime_error("not a tuning table");
+  const int version = doc.at("version").get<int>();
+  if (version != kTuningFormatVersion)
+    throw std::runtime_error("tuning table version " + std::to_string(version) + ", expected " +
+                             std::to_string(kTuningFormatVersion));
+  const json& entries = doc.at("entries");
+  if (detail::sha256_hex(entries.dump()) != doc.at("checksum").get<std::string>())
+    throw std::runtime_error("tuning table checksum mismatch");
+  TuningTable table;
+  for (const auto& j : entries) {
+    TuningEntry e;
+    const auto& d = j.at("device");
+    e.key.device.name = d.at("name").get<std::string>();
+    e.key.device.cc_major = d.at("cc").at(0).get<int>();
+    e.key.device.cc_minor = d.at("cc").at(1).get<int>();
+    e.key.device.sm_count = d.at("sm_count").get<int>();
+    e.key.device.toolchain = d.at("toolchain").get<std::string>();
+    const auto& s = j.at("spec");
+    auto& spec = e.key.spec;
+    const std::string kind = s.at("kind").get<std::string>();
+    spec.kind = kind == "mla" ? Kind::mla : Kind::gqa;
+    spec.input = parse_dtype("input", s.at("input").get<std::string>());
+    spec.kv = parse_dtype("kv", s.at("kv").get<std::string>());
+    spec.output = parse_dtype("output", s.at("output").get<std::string>());
+    spec.head_dim = s.at("head_dim").get<int>();
+    spec.page_size = s.at("page_size").get<int>();
+    spec.group = s.at("group").get<int>();
+    spec.q_len = s.at("q_len").get<int>();
+    spec.sliding_window = s.at("sliding_window").get<bool>();
+    spec.arch = Arch::parse(s.at("arch").get<std::string>());
+    e.key.batch = j.at("batch").get<int>();
+    e.key.seq_len = j.at("seq_len").get<std::int64_t>();
+    e.winner = choice_from(j.at("winner"));
+    for (const auto& c : j.at("candidates"))
+      e.candidates.push_back(
+          {choice_from(c.at("choice")), c.at("median_us").get<double>(), c.value("heuristic", false)});
+    e.confirm_winner_us = j.value("confirm_winner_us", 0.0);
+    e.confirm_heuristic_us = j.value("confirm_heuristic_us", 0.0);
+    e.reverted = j.value("reverted", false);
+    table.insert(std::move(e));
+  }
+  table.reindex();
+  return table;
+}
+
+std::filesystem::path tuning_file(const std::filesystem::path& cache_root, const std::string& device_name) {
+  std::string safe;
+  for (char c : device_name) safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '_';
+  if (safe.empty()) safe = "unknown";
+  return cache_root / "tuning" / (safe + ".json");
+}
+
+TuningTable load_tuning(const std::filesystem::path& file) {
+  std::vector<char> bytes;
+  if (auto ec = detail::read_whole_file(file, bytes)) {
+    if (ec != std::errc::no_such_file_or_directory)
+      detail::logger()->warn("tuning table {} unreadable ({}); using the heuristic", file.string(),
+                             ec.message());
+    return {};
+  }
+  try {
+    return TuningTable::from_json(std::string(bytes.begin(), bytes.end()));
+  } catch (const std::exception& e) {
+    detail::logger()->warn("tuning table {} ignored: {}", file.string(), e.what());
+    return {};
+  }
+}
+
+void save_tuning(const std::filesystem::path& file, const TuningTable& table) {
+  std::error_code ec;
+  std::filesystem::create_directories(file.parent_path(), ec);
+  if (ec) throw std::runtime_error("cannot create " + file.parent_path().string() + ": " + ec.message());
+  auto lock = detail::lock_file(file.string() + ".lock", detail::LockWait::kBlock, ec);
+  if (ec) throw std::runtime_error("cannot lock " + file.string() + ": " + ec.message());
+  TuningTable merged = load_tuning(file);
+  merged.merge(table);
+  const std::string text = merged.to_json();
+  if (auto wec = detail::write_file_atomically(file, text.data(), text.size()))
+    throw std::runtime_error("cannot write " + file.string() + ": " + wec.message());
+  detail::fsync_directory(file.parent_path());
+}
+
+bool is_tuning_entry_name(const std::string& name) { return name.rfind(kBundleTuningPrefix, 0) == 0; }
+
+TuningTable load_bundle_tuning(const BundleReader& bundle) {
+  TuningTable table;
+  for (const auto& e : bundle.entries()) {
+    if (!is_tuning_entry_name(e.name)) continue;
+    try {
+      const std::vector<char> bytes = bundle.read(e);  // checksum verified
+      table.merge(TuningTable::from_json(std::string(bytes.begin(), bytes.end())));
+    } catch (const std::exception& ex) {
+      detail::logger()->warn("bundle {}: tuning entry {} ignored: {}", bundle.path().string(), e.name,
+                             ex.what());
+    }
+  }
+  return table;
+}
+
+void add_bundle_tuning(BundleWriter& writer, const TuningTable& table, const std::string& file_name,
+                       const std::string& fingerprint) {
+  const std::string text = table.to_json();
+  writer.add({kBundleTuningPrefix + file_name, "any", fingerprint, 0, 0, {}},
+             std::vector<char>(text.begin(), text.end()));
+}
+
+void set_active_tuning(std::shared_ptr<const TuningTable> table, std::string toolchain) {
+  std::shared_ptr<const Active> next;
+  if (table) next = std::make_shared<const Active>(Active{std::move(table), std::move(toolchain)});
+  g_have_active.store(next != nullptr, std::memory_order_release);
+  std::atomic_store(&g_active, std::move(next));
+}
+
+std::shared_ptr<const TuningTable> active_tuning() {
+  auto a = std::atomic_load(&g_active);
+  return a ? a->table : nullptr;
+}
+
+TunedLookup tuned_choice(const DeviceInfo& device, const KernelSpec& spec, std::int64_t batch,
+                         std::int64_t max_seq_len) noexcept {
+  if (t_heuristic_only || !g_have_active.load(std::memory_order_acquire)) return {};
+  const auto active = std::atomic_load(&g_active);  // a refcount bump, no allocation
+  if (!active) return {};
+  return active->table->lookup(device.name, device.cc_major, device.cc_minor, device.sm_count,
+                               active->toolchain, spec, batch, max_seq_len);
+}
+
+HeuristicPlansScope::HeuristicPlansScope() : previous_(t_heuristic_only) { t_heuristic_only = true; }
+HeuristicPlansScope::~HeuristicPlansScope() { t_heuristic_only = previous_; }
+
+TuningTable load_tuning_tables(const Options& o) {
+  TuningTable table;
+  if (o.tuning == "off") return table;
+  if (!o.tuning.empty()) {
+    table.merge(load_tuning(o.tuning));
+    return table;
+  }
+  // Bundles ship tuning too (bundle pack --with-tuning); the cache root's own tables win.
+  std::error_code ec;
+  for (const auto& b : o.bundles) {
+    std::vector<std::filesystem::path> files{b};
+    if (std::filesystem::is_directory(b, ec)) {
+      files.clear();
+      for (const auto& f : std::filesystem::directory_iterator(b, ec))
+        if (f.path().extension() == ".xqab") files.push_back(f.path());
+    }
+    for (const auto& f : files) try {
+        table.merge(load_bundle_tuning(BundleReader::open(f)));
+      } catch (const std::exception&) {
+        // the bundle set warns about a bad bundle already
+      }
+  }
+  for (const auto& f : std::filesystem::directory_iterator(o.cache_dir / "tuning", ec))
+    if (f.path().extension() == ".json") table.merge(load_tuning(f.path()));
+  return table;
+}
+
+std::vector<KernelSpec> with_tuned_variants(const std::vector<KernelSpec>& specs, const TuningTable& table,
+                                            const std::string& toolchain) {
+  std::vector<KernelSpec> out = specs;  // as given, duplicates too (one result each)
+  std::unordered_map<std::string, bool> seen;
+  const auto name_of = [](const KernelSpec& s) {
+    try {
+      return canonical_name(normalized(s));
+    } catch (const std::exception&) {
+      return std::string();  // an invalid spec: prewarm reports it
+    }
+  };
+  for (const auto& s : specs) seen.emplace(name_of(s), true);
+  const auto add = [&](const KernelSpec& s) {
+    const std::string name = name_of(s);
+    if (!name.empty() && seen.emplace(name, true).second) out.push_back(s);
+  };
+  for (const auto& s : specs) {
+    // An explicit tile: its launches skip the table. An explicit backend may be
+    // a spec set's expansion of backend=auto (launch_backends), so it still counts.
+    if (s.kv_tile != 0) continue;
+    for (const auto& e : table.entries()) {
+      if (!toolchain.empty() && e.key.device.toolchain != toolchain) continue;
+      if (!same_spec_minus_knobs(e.key.spec, s)) continue;
+      KernelSpec v = s;
+      v.kv_tile = e.winner.kv_tile;
+      v.backend = e.winner.backend;
+      v.cta_rows = e.winner.cta_rows;
+      try {
+        validate(normalized(v));
+      } catch (const std::exception&) {
+        continue;  // a choice this toolchain cannot build is never planned either
+      }
+      for (const KernelSpec& variant : launch_variants({v})) add(variant);  // + the plan's rows per CTA
+    }
+  }
+  return out;
+}
+
+}  // namespace xqajit
