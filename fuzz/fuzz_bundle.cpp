@@ -11,7 +11,7 @@
 #include <string>
 
 #include "util/log.hpp"
-#include "xqajit/bundle.hpp"
+#include "xqajit/cache/bundle.hpp"
 #include "xqajit/detail/sha256.hpp"
 #include "xqajit/error.hpp"
 

@@ -12,9 +12,9 @@
 
 #include "c_api/guard.hpp"
 #include "xqajit/driver.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/runtime/engine.hpp"
 #include "xqajit/error.hpp"
-#include "xqajit/spec.hpp"
+#include "xqajit/spec/spec.hpp"
 
 #ifndef XQAJIT_VERSION_STRING
 #define XQAJIT_VERSION_STRING "unknown"

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "xqajit/c_api.h"
-#include "xqajit/engine.hpp"
-#include "xqajit/spec.hpp"
+#include "xqajit/runtime/engine.hpp"
+#include "xqajit/spec/spec.hpp"
 
 struct XqajitEngine {
   xqajit::Engine* engine;

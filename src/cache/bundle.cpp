@@ -5,7 +5,7 @@
 // against the mapped length (with overflow-safe arithmetic) before it is used,
 // and a cubin is handed out only after its SHA-256 matches the index.
 
-#include "xqajit/bundle.hpp"
+#include "xqajit/cache/bundle.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -3,7 +3,7 @@
 // checked against the manifest's size and SHA-256. Locks only avoid duplicate
 // work and needless removals; a reader never trusts them.
 
-#include "xqajit/cache.hpp"
+#include "xqajit/cache/cache.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

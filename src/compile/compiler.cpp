@@ -1,4 +1,4 @@
-#include "xqajit/compiler.hpp"
+#include "xqajit/compile/compiler.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

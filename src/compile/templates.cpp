@@ -1,4 +1,4 @@
-#include "xqajit/templates.hpp"
+#include "xqajit/compile/templates.hpp"
 
 #include <fmt/format.h>
 

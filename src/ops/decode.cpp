@@ -14,7 +14,7 @@
 #include "xqajit/decode_args.h"
 #include "xqajit/error.hpp"
 #include "xqajit/ops/split_plan.hpp"
-#include "xqajit/tuning.hpp"
+#include "xqajit/tuning/tuning.hpp"
 
 namespace xqajit {
 namespace {

@@ -15,7 +15,7 @@
 #include "xqajit/error.hpp"
 #include "xqajit/ops/decode.hpp"
 #include "xqajit/ops/split_plan.hpp"
-#include "xqajit/tuning.hpp"
+#include "xqajit/tuning/tuning.hpp"
 
 namespace xqajit {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "remote/hiredis_api.hpp"
-#include "xqajit/remote_cache.hpp"
+#include "xqajit/remote/remote_cache.hpp"
 
 namespace xqajit::detail {
 

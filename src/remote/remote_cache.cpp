@@ -2,7 +2,7 @@
 // throws into the engine: every remote failure is a miss or a skipped publish.
 // The compile lease is in remote_lease.cpp.
 
-#include "xqajit/remote_cache.hpp"
+#include "xqajit/remote/remote_cache.hpp"
 
 #include <fmt/format.h>
 

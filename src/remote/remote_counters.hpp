@@ -4,7 +4,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "xqajit/remote_cache.hpp"
+#include "xqajit/remote/remote_cache.hpp"
 
 namespace xqajit {
 

@@ -17,7 +17,7 @@
 #include "util/log.hpp"
 #include "remote/remote_counters.hpp"
 #include "remote/remote_pool.hpp"
-#include "xqajit/remote_cache.hpp"
+#include "xqajit/remote/remote_cache.hpp"
 
 namespace xqajit {
 namespace {

@@ -1,5 +1,5 @@
-#include "xqajit/engine.hpp"
-#include "xqajit/tuning.hpp"
+#include "xqajit/runtime/engine.hpp"
+#include "xqajit/tuning/tuning.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -13,11 +13,11 @@
 #include <unordered_map>
 
 #include "util/log.hpp"
-#include "xqajit/bundle.hpp"
-#include "xqajit/cache.hpp"
-#include "xqajit/compiler.hpp"
+#include "xqajit/cache/bundle.hpp"
+#include "xqajit/cache/cache.hpp"
+#include "xqajit/compile/compiler.hpp"
 #include "xqajit/error.hpp"
-#include "xqajit/remote_cache.hpp"
+#include "xqajit/remote/remote_cache.hpp"
 
 namespace xqajit {
 namespace {

@@ -1,4 +1,4 @@
-#include "xqajit/options.hpp"
+#include "xqajit/runtime/options.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>

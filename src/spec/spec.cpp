@@ -1,4 +1,4 @@
-#include "xqajit/spec.hpp"
+#include "xqajit/spec/spec.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-#include "xqajit/spec_set.hpp"
+#include "xqajit/spec/spec_set.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

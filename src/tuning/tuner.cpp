@@ -9,7 +9,7 @@
 #include "util/log.hpp"
 #include "gqa/hopper_geometry.h"
 #include "xqajit/decode_args.h"
-#include "xqajit/tuner.hpp"
+#include "xqajit/tuning/tuner.hpp"
 
 namespace xqajit {
 namespace {

@@ -24,11 +24,11 @@
 #include "runtime/cuda_api.hpp"
 #include "tuning/gpu_scratch.hpp"
 #include "util/log.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/runtime/engine.hpp"
 #include "xqajit/error.hpp"
 #include "xqajit/ops/decode.hpp"
 #include "xqajit/ops/mla_decode.hpp"
-#include "xqajit/tuner.hpp"
+#include "xqajit/tuning/tuner.hpp"
 
 namespace xqajit {
 namespace {

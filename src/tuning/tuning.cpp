@@ -1,4 +1,4 @@
-#include "xqajit/tuning.hpp"
+#include "xqajit/tuning/tuning.hpp"
 
 #include <fcntl.h>
 
@@ -12,7 +12,7 @@
 
 #include "util/fs.hpp"
 #include "util/log.hpp"
-#include "xqajit/bundle.hpp"
+#include "xqajit/cache/bundle.hpp"
 #include "xqajit/ops/split_plan.hpp"
 #include "xqajit/detail/sha256.hpp"
 

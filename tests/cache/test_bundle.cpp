@@ -16,7 +16,7 @@
 
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
-#include "xqajit/bundle.hpp"
+#include "xqajit/cache/bundle.hpp"
 #include "xqajit/detail/sha256.hpp"
 #include "xqajit/error.hpp"
 

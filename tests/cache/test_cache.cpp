@@ -20,7 +20,7 @@
 
 #include "util/fs.hpp"
 #include "util/log.hpp"
-#include "xqajit/cache.hpp"
+#include "xqajit/cache/cache.hpp"
 #include "xqajit/detail/sha256.hpp"
 #include "xqajit/error.hpp"
 

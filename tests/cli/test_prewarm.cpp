@@ -19,8 +19,8 @@
 
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
-#include "xqajit/engine.hpp"
-#include "xqajit/spec_set.hpp"
+#include "xqajit/runtime/engine.hpp"
+#include "xqajit/spec/spec_set.hpp"
 
 namespace fs = std::filesystem;
 using namespace xqajit;

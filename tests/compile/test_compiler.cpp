@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "xqajit/compiler.hpp"
+#include "xqajit/compile/compiler.hpp"
 #include "xqajit/error.hpp"
-#include "xqajit/templates.hpp"
+#include "xqajit/compile/templates.hpp"
 
 using namespace xqajit;
 

@@ -10,10 +10,10 @@
 #include "gqa/hopper_geometry.h"
 #include "support/expect_error.hpp"
 #include "support/fake_device.hpp"
-#include "xqajit/compiler.hpp"
+#include "xqajit/compile/compiler.hpp"
 #include "xqajit/decode_args.h"
 #include "xqajit/ops/decode.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/runtime/engine.hpp"
 #include "xqajit/error.hpp"
 
 using namespace xqajit;

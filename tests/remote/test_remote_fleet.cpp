@@ -12,8 +12,8 @@
 #include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
 #include "support/tiny_kernel.hpp"
-#include "xqajit/engine.hpp"
-#include "xqajit/remote_cache.hpp"
+#include "xqajit/runtime/engine.hpp"
+#include "xqajit/remote/remote_cache.hpp"
 
 using namespace xqajit;
 using xqajit::test::RedisServer;

@@ -4,7 +4,7 @@
 
 #include "remote/remote_value.hpp"
 #include "xqajit/error.hpp"
-#include "xqajit/remote_cache.hpp"
+#include "xqajit/remote/remote_cache.hpp"
 
 using namespace xqajit;
 using detail::decode_remote_value;

@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "support/temp_dir.hpp"
-#include "xqajit/cache.hpp"
-#include "xqajit/compiler.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/cache/cache.hpp"
+#include "xqajit/compile/compiler.hpp"
+#include "xqajit/runtime/engine.hpp"
 #include "xqajit/error.hpp"
 
 using namespace xqajit;

@@ -5,7 +5,7 @@
 
 #include "support/expect_error.hpp"
 #include "xqajit/error.hpp"
-#include "xqajit/spec.hpp"
+#include "xqajit/spec/spec.hpp"
 
 using namespace xqajit;
 using xqajit::test::spec_error;

@@ -10,7 +10,7 @@
 
 #include "support/expect_error.hpp"
 #include "xqajit/error.hpp"
-#include "xqajit/spec_set.hpp"
+#include "xqajit/spec/spec_set.hpp"
 
 using namespace xqajit;
 using xqajit::test::spec_error;

@@ -13,7 +13,7 @@
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/tuning_fixtures.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/runtime/engine.hpp"
 #include "xqajit/error.hpp"
 #include "xqajit/ops/decode.hpp"
 #include "xqajit/ops/mla_decode.hpp"

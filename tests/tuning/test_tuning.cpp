@@ -14,10 +14,10 @@
 #include "support/process.hpp"
 #include "support/tuning_fixtures.hpp"
 #include "support/temp_dir.hpp"
-#include "xqajit/bundle.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/cache/bundle.hpp"
+#include "xqajit/runtime/engine.hpp"
 #include "xqajit/ops/decode.hpp"
-#include "xqajit/tuner.hpp"
+#include "xqajit/tuning/tuner.hpp"
 
 using namespace xqajit;
 

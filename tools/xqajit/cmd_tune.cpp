@@ -22,9 +22,9 @@
 #include "runtime/cuda_api.hpp"
 #include "tuning/gpu_scratch.hpp"
 #include "tune_problem.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/runtime/engine.hpp"
 #include "xqajit/error.hpp"
-#include "xqajit/tuner.hpp"
+#include "xqajit/tuning/tuner.hpp"
 
 namespace xqajit::cli {
 namespace {

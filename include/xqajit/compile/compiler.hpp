@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "xqajit/spec.hpp"
-#include "xqajit/templates.hpp"
+#include "xqajit/spec/spec.hpp"
+#include "xqajit/compile/templates.hpp"
 
 namespace xqajit {
 

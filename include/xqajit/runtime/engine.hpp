@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "xqajit/driver.hpp"
-#include "xqajit/options.hpp"
-#include "xqajit/spec.hpp"
-#include "xqajit/tuning.hpp"
+#include "xqajit/runtime/options.hpp"
+#include "xqajit/spec/spec.hpp"
+#include "xqajit/tuning/tuning.hpp"
 
 namespace xqajit {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "xqajit/spec.hpp"
+#include "xqajit/spec/spec.hpp"
 
 namespace xqajit {
 

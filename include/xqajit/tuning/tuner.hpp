@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "xqajit/driver.hpp"
-#include "xqajit/spec.hpp"
-#include "xqajit/tuning.hpp"
+#include "xqajit/spec/spec.hpp"
+#include "xqajit/tuning/tuning.hpp"
 
 namespace xqajit {
 

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "xqajit/driver.hpp"
-#include "xqajit/options.hpp"
-#include "xqajit/spec.hpp"
+#include "xqajit/runtime/options.hpp"
+#include "xqajit/spec/spec.hpp"
 
 namespace xqajit {
 
