@@ -35,7 +35,7 @@ struct MlaDecodeAbi {
   static std::size_t workspace_size(const Params& p, const DeviceInfo& device) {
     return mla_decode_workspace_size(p, device);
   }
-  // Validated first: the spec of an invalid call would name a kernel no launch runs.
+  // MLA's spec query checks the whole call first (decode's does not): kept as it was.
   static KernelSpec spec(const Params& p, const Arch& arch) {
     xqajit::validate(p);
     return mla_decode_spec(p, arch);
