@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <string>
 
-#include "detail/log.hpp"
-#include "xqajit/bundle.hpp"
+#include "util/log.hpp"
+#include "xqajit/cache/bundle.hpp"
 #include "xqajit/detail/sha256.hpp"
 #include "xqajit/error.hpp"
 

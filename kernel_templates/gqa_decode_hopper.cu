@@ -11,7 +11,7 @@
 // come from shared memory for a 16-bit cache. An fp8 cache stays raw in shared
 // memory and the A operands (K, V^T) are built in registers (e4m3 -> fp16,
 // exact), each byte converted once, straight into the wgmma fragments: Q's head
-// dims and P's keys are permuted to match the bytes a thread reads (below).
+// dims and P's keys are permuted to match the bytes a thread reads (gqa/hopper_layout.cuh).
 //
 // One warpgroup per CTA. Per KV tile: cp.async (the portable loader's paged
 // walk, common/paged_kv.cuh) -> wgmma S^T -> mask -> exp2 against the running
@@ -23,19 +23,9 @@
 // splits one cluster, a merge from each other's shared memory
 // (common/cluster_merge.cuh).
 //
-// fp8 fragment maps (r = lane / 4, c = lane % 4, w = warp):
-//  * S^T, A = K: k-step 4g + s of thread (r, c) reads bytes 4s..4s+3 of the
-//    16-byte chunk 4g + c of key rows r and r + 8: logical head dim 16 (4g + s)
-//    + {2c, 2c+1 | 2c+8, 2c+9} is actual dim 64 g + 16 c + 4 s + {0,1 | 2,3};
-//    Q is staged in that logical order.
-//  * O^T, A = V^T: thread (w, r) owns actual dims (8 w + r) * kVBytes + j, j <
-//    kVBytes = 2 * kDBlocks (one 4-byte word per key row at D = 128; 32 threads
-//    of distinct (w, r) x kVBytes = D); logical row 16 w + r + 8 h of block db
-//    is actual dim (8 w + r) * kVBytes + 2 db + h.
-//    k-step ks reads key rows 16 ks + 2 c + {0, 1, 8, 9}, the keys of A's k
-//    columns {2c, 2c+1, 2c+8, 2c+9}: keys stay in their natural order, so P^T is
-//    stored straight from the S^T accumulator by stmatrix.trans (as for a 16-bit
-//    cache); only the output dims are un-permuted at the end.
+// The pieces: gqa/hopper_config.cuh (constants, shared-memory map),
+// gqa/hopper_layout.cuh (operand and fragment maps, the fp8 permutations),
+// gqa/hopper_loads.cuh (tile copies, fp8 fragments), gqa/hopper_math.cuh (reductions over key rows), gqa/hopper_epilogue.cuh (output).
 
 #include "common/cluster_merge.cuh"
 #include "common/fp8.cuh"
@@ -49,127 +39,15 @@
 #include "common/stage_trace.cuh"
 #include "common/types.cuh"
 #include "common/wgmma.cuh"
+#include "gqa/hopper_config.cuh"
+#include "gqa/hopper_epilogue.cuh"
 #include "gqa/hopper_geometry.h"
+#include "gqa/hopper_layout.cuh"
+#include "gqa/hopper_loads.cuh"
+#include "gqa/hopper_math.cuh"
 #include "gqa/kv_source.cuh"
 #include "gqa/spec_flags.cuh"
 #include "xqajit/decode_args.h"
-
-namespace xqajit {
-namespace gqa_hopper {
-
-using namespace ::xqajit::gqa_flags;  // the spec flags (kHeadDim, kTile, kFp8Cache, ...)
-
-constexpr XqajitDecodeGeometry kGeo =
-    xqajit_gqa_hopper_geometry(kHeadDim, kGroup, kQLen, kTile, kCacheBytes, 90, kCtaRows);
-constexpr int kRows = kGeo.rows;
-constexpr int kN = kGeo.rows_per_cta;  // query rows of the CTA = wgmma N
-constexpr int kRowBlocks = kGeo.row_blocks;
-constexpr int kThreads = kGeo.threads;
-constexpr int kStages = kGeo.stages;
-constexpr int kMBlocks = kTile / 64;     // wgmma M blocks of keys per tile
-constexpr int kDBlocks = kHeadDim / 64;  // 64-wide head-dim blocks (128-byte swizzle atoms)
-constexpr int kRegs = kN / 2;            // accumulator registers of one m64nN block
-constexpr int kCols = kN / 4;            // query rows a thread holds: 2 per 8 columns
-constexpr int kMergeStride = kHeadDim + 4;  // fp32 row stride of the merge buffer (bank spread)
-constexpr int kRawChunks = kHeadDim * kCacheBytes / 16;  // 16-byte chunks of one cached row
-constexpr int kVBytes = 2 * kDBlocks;                    // fp8: head dims a thread owns in O^T
-
-// Shared-memory map (offsets from the 1024-aligned base; gqa/hopper_geometry.h).
-constexpr int kQOff = 0;
-constexpr int kPOff = kQOff + kN * kHeadDim * 2;
-constexpr int kXchgOff = kPOff + kN * kTile * 2;
-constexpr int kPipeOff = kGeo.q_bytes;
-
-static_assert(kStages >= 2, "this spec is not built by the hopper backend (sm_90a, kv_tile 64/128)");
-static_assert(kHeadDim % 64 == 0 && kTile % 64 == 0, "64-wide swizzle atoms");
-static_assert(kPOff % 1024 == 0 && kPipeOff % 1024 == 0, "swizzle atoms are 1024-aligned");
-
-// Byte offset of 16-byte chunk `chunk` (of 8 16-bit values) of row `row` in a
-// [64-column block][rows][128 B] operand with `rows` rows per block.
-__device__ __forceinline__ u32 atom_off(int row, int chunk, int rows) {
-  return (u32)((chunk >> 3) * rows * 128 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
-}
-// Query row (wgmma column) of accumulator register 4j + e.
-__device__ __forceinline__ int acc_col(int j, int e, int lane) { return 8 * j + 2 * (lane & 3) + (e & 1); }
-// Which of the thread's kCols query rows accumulator register i holds (row_max, row_sum, ...).
-__device__ __forceinline__ constexpr int acc_slot(int i) { return 2 * (i >> 2) + (i & 1); }
-// P^T in shared memory, the K-major B operand of O^T ([64-key block][query row][128 B]),
-// written by stmatrix.trans from the S^T accumulator: its 8x8 blocks (8 keys x 8 query
-// rows) are matrices m = (key block mb, 8-row block j, key half hf), hf fastest, so
-// matrix m holds accumulator registers 2m, 2m + 1 of block mb (kRegs / 2 matrices a
-// block) and its 8 stored rows -- query rows 8 j + 0..7, keys 16 warp + 8 hf + 0..7 --
-// start at byte 1024 (m / 2) (mb kN + 8 j rows of 128 B). Lane L addresses stored row
-// L % 8 of matrix `m`; matrix m0 + g (m0 % 4 == 0) is then p_row_off(g) + 512 m0.
-constexpr int kPMatrices = kMBlocks * kRegs / 2;
-static_assert(kPMatrices % 4 == 0 || kPMatrices == 2, "stmatrix .x4, or .x2 for 8 rows x 64 keys");
-__device__ __forceinline__ u32 p_row_off(int m, int lane, int warp) {
-  const int row = lane & 7;
-  return (u32)(1024 * (m >> 1) + 128 * row + (((2 * warp + (m & 1)) ^ row) << 4));
-}
-// fp8 raw V tile: chunk swizzle per key row. A k-step's V^T fragments read 4-byte words
-// of key rows 2c + {0, 1, 8, 9} (c = lane % 4): spreading chunk bits 1-2 by key / 2 puts
-// the four lanes' rows on distinct banks, and all four rows of a lane share it. (The
-// portable kernel reads rows 4c + {0..3}: common/fp8.cuh's swizzle, by key / 4.)
-__device__ __forceinline__ int fp8_v_swizzle(int tok) { return (((tok >> 1) & 3) << 1) & (kRawChunks - 1); }
-// fp8: first of the kVBytes adjacent head dims thread (warp, lane / 4) owns in O^T.
-__device__ __forceinline__ int fp8_v_dim0(int lane, int warp) { return (8 * warp + (lane >> 2)) * kVBytes; }
-// Actual head dim of O^T accumulator register i of block db (see the fp8 maps above).
-__device__ __forceinline__ int out_dim(int db, int i, int lane, int warp) {
-  const int half = (i >> 1) & 1;
-  if constexpr (kFp8Cache) return fp8_v_dim0(lane, warp) + 2 * db + half;
-  return 64 * db + 16 * warp + (lane >> 2) + 8 * half;
-}
-// Actual head dim of logical head dim `k` (Q's staging order; identity for 16-bit).
-__device__ __forceinline__ int q_dim(int k) {
-  if constexpr (!kFp8Cache) return k;
-  const int step = k >> 4, j = k & 15;  // k-step 4 g + s, position j in it
-  return 64 * (step >> 2) + 16 * ((j & 7) >> 1) + 4 * (step & 3) + 2 * (j >> 3) + (j & 1);
-}
-
-// Per query row (the thread's kCols accumulator columns): combines the values of
-// the warp's 8 key rows (lanes with equal lane % 4) ...
-template <typename Op>
-__device__ __forceinline__ void reduce_over_key_rows(float (&v)[kCols], Op op) {
-#pragma unroll
-  for (int c = 0; c < kCols; ++c) {
-    v[c] = op(v[c], __shfl_xor_sync(0xffffffffu, v[c], 4));
-    v[c] = op(v[c], __shfl_xor_sync(0xffffffffu, v[c], 8));
-    v[c] = op(v[c], __shfl_xor_sync(0xffffffffu, v[c], 16));
-  }
-}
-// ... and lanes 0-3 publish the warp's result per row to xchg[warp][kN], for the
-// reduction over the 4 warps.
-__device__ __forceinline__ void store_warp_columns(const float (&v)[kCols], float* xchg, int warp, int lane) {
-  if (lane < 4) {
-#pragma unroll
-    for (int j = 0; j < kN / 8; ++j) {
-      float2 w;
-      w.x = v[2 * j];
-      w.y = v[2 * j + 1];
-      *reinterpret_cast<float2*>(xchg + warp * kN + 8 * j + 2 * lane) = w;
-    }
-  }
-}
-
-// Speculative decoding with an fp8 cache widens N (32 columns at q_len 8, group 4) and
-// ptxas would take 155 registers: 3 CTAs per SM where the shared memory holds the 4 of
-// the geometry's fp8 rule (ctas_per_sm). Capped there (H200 q_len 8: 222 -> 203-212 us, KERNEL_NOTES
-// h5-h6); elsewhere a cap only costs (t128 q_len 1 at 128 registers: 545 -> 561 us).
-// The explicit 1 matters too: with it ptxas allocates more freely (fp8 t64 98 -> 113
-// registers, still 4 CTAs/SM) and fp8 128x8192 ran 1-2 % faster (h6).
-constexpr int kMinCtasPerSm = kFp8Cache && kSpecDec ? kGeo.ctas_per_sm : 1;
-
-// How far (log2 units) a tile's key may lead the running max before the tile takes the
-// exact max over the warps (the lazy max in the loop): P <= 2^kMaxLead in fp16 (max 2^15.99).
-constexpr float kMaxLead = 8.f;
-
-__device__ __forceinline__ void store_out(const XqajitDecodeArgs& args, int b, int h, int row, int d,
-                                          const float (&o)[4], float row_max, float row_sum, float out_scale) {
-  store_output_vec<kGroup, kFp8Out, kFp16>(args, b, h, row, d, o, row_max, row_sum, out_scale);
-}
-
-}  // namespace gqa_hopper
-}  // namespace xqajit
 
 using namespace xqajit;
 using namespace xqajit::gqa_hopper;
@@ -239,7 +117,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
 
   // ---- K/V tile loads ----------------------------------------------------------
   // 16-bit cache: straight into the wgmma layout. fp8: raw [key][D] bytes, chunks swizzled
-  // for the register fragment reads (no conversion pass).
+  // for the register fragment reads (no conversion pass; gqa/hopper_loads.cuh).
   constexpr int kRawRowBytes = kHeadDim * kCacheBytes;
   using Pages = TilePages<kPageSize, kTile, kRawRowBytes / 16, kThreads>;
   auto lookup = [&](int tile) {
@@ -251,16 +129,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
     for_each_tile_chunk<kPageSize, kCacheBytes, kTile, kRawRowBytes / 16, kThreads>(
         kv_rows, pages, split_begin + tile * kTile, split_end,
         [&](int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src, bool valid) {
-          if constexpr (kFp8Cache) {  // raw rows, chunks swizzled for the fragment reads
-            cp_async_16(k_dst + (u32)(tok * kRawRowBytes + ((chunk ^ fp8_k_chunk_swizzle<kRawChunks>(tok)) << 4)),
-                        k_src, valid);
-            cp_async_16(v_dst + (u32)(tok * kRawRowBytes + ((chunk ^ fp8_v_swizzle(tok)) << 4)),
-                        v_src, valid);
-          } else {
-            const u32 off = atom_off(tok, chunk, kTile);
-            cp_async_16(k_dst + off, k_src, valid);
-            cp_async_16(v_dst + off, v_src, valid);
-          }
+          copy_kv_chunk(k_dst, v_dst, tok, chunk, k_src, v_src, valid);
         });
   };
   Pages ahead = start_tile_pipeline<kStages>(lookup, load_tile);  // the next tile's pages, looked up early

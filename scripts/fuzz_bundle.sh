@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the bundle reader (src/bundle.cpp) with libFuzzer + ASan + UBSan for a
+# Fuzzes the bundle reader (src/cache/bundle.cpp) with libFuzzer + ASan + UBSan for a
 # bounded time and prints how many inputs it ran.
 #
 #   scripts/fuzz_bundle.sh [SECONDS=60] [BUILD_DIR=build-fuzz]
@@ -25,7 +25,7 @@ mkdir -p "$build/fuzz-corpus" "$build/fuzz-artifacts"
 clang++ -std=c++17 -g -O1 -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -DSPDLOG_FMT_EXTERNAL -Iinclude -Isrc \
-  fuzz/fuzz_bundle.cpp src/bundle.cpp src/detail/sha256.cpp \
+  fuzz/fuzz_bundle.cpp src/cache/bundle.cpp src/util/sha256.cpp \
   -lfmt -o "$build/fuzz_bundle"
 
 # Seed corpus: the golden file, its header alone, and a few single-byte edits.

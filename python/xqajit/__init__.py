@@ -10,10 +10,10 @@ prewarm() and Engine work without it.
 """
 
 from ._version import __version__
-from .engine import Engine, default_engine
+from .engine import Engine, PrewarmResult, default_engine, prewarm
 from .errors import (ArgumentError, BundleError, CacheError, CompileError, CudaError, LibraryError, NotAvailableError,
                      SpecError, XqajitError)
-from .spec import PrewarmResult, Spec, device_arch, prewarm, spec
+from .spec import Spec, device_arch, spec
 
 __all__ = [
     "__version__", "Engine", "default_engine", "Spec", "PrewarmResult", "spec", "prewarm", "device_arch",

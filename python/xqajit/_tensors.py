@@ -95,3 +95,25 @@ def optional_ptr(op: str, name: str, t, device: int, dtypes: tuple, numel: int, 
 def current_stream(device: int) -> int:
     """The current torch stream of `device` as a raw cudaStream_t (0: the legacy default stream)."""
     return torch._C._cuda_getCurrentRawStream(device)
+
+
+_INT32_DTYPES = (torch.int32, torch.uint32) if hasattr(torch, "uint32") else (torch.int32,)
+
+
+def paged_table(op: str, block_table, seq_lens, batch: int, device: int):
+    """Checks the block table (int32 [batch, max_pages], contiguous rows) and seq_lens
+    (contiguous int32 [batch]) every paged op takes; returns (block table strides, max_pages)."""
+    require_tensor(op, "block_table", block_table)
+    if block_table.dtype != torch.int32 or block_table.dim() != 2 or block_table.shape[0] != batch:
+        fail(op, "block_table", f"must be int32 [batch={batch}, max_pages_per_seq], got {block_table.dtype} "
+                                f"{tuple(block_table.shape)}")
+    bts = block_table.stride()
+    max_pages = block_table.shape[1]
+    if max_pages > 1 and bts[1] != 1:
+        fail(op, "block_table", f"must have contiguous rows (stride 1 in dim 1), got strides {bts}")
+    same_device(op, "block_table", block_table, device)
+    require_tensor(op, "seq_lens", seq_lens)
+    if seq_lens.dtype not in _INT32_DTYPES or seq_lens.shape != (batch,) or (batch > 1 and seq_lens.stride(0) != 1):
+        fail(op, "seq_lens", f"must be a contiguous int32 [batch={batch}], got {seq_lens.dtype} {tuple(seq_lens.shape)}")
+    same_device(op, "seq_lens", seq_lens, device)
+    return bts, max_pages

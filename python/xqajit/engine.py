@@ -10,9 +10,11 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-from typing import Iterable, Optional
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Optional, Union
 
 from . import _library
+from .spec import Spec, SpecLike, _as_json
 
 
 class Engine:
@@ -62,15 +64,11 @@ class Engine:
         """The cubin of one spec through this engine's tiers (memory, bundles, disk,
         NVRTC): {"name", "source", "path", "cubin_bytes", "seconds"}. Raises
         CompileError (with .log) or, in no-compile mode, NotAvailableError."""
-        from .spec import _as_json
-
         return _library.call_json("xqajit_engine_cubin", ctypes.c_void_p(self._handle),
                                   json.dumps(_as_json(spec)).encode())
 
     def prewarm(self, specs, *, jobs: int = 0) -> list:
         """Compiles (or finds) every spec's kernel; see xqajit.prewarm."""
-        from .spec import prewarm
-
         return prewarm(specs, jobs=jobs, engine=self)
 
     def close(self) -> None:
@@ -101,3 +99,33 @@ def default_engine() -> Engine:
             _library.raise_last_error(status)
         _default = Engine(_handle=handle.value)
     return _default
+
+
+@dataclass(frozen=True)
+class PrewarmResult:
+    name: str
+    ok: bool
+    source: str  # memory | bundle | disk | compiled
+    seconds: float
+    error: str  # the message (a compile error's includes the NVRTC log) when not ok
+
+
+def prewarm(specs: Union[SpecLike, Iterable[SpecLike]], *, jobs: int = 0, engine: Optional[Engine] = None) -> list:
+    """Gets every spec's kernels into the caches (compiling what is missing) so
+    that no decode call ever waits for NVRTC; `jobs` worker threads (0 = cores).
+    One result per kernel, in request order: a spec whose launch may use several
+    kernels (`Spec.kernels`, e.g. both GQA backends for an fp8 cache on sm_90a)
+    gives one each, and the variants a tuning table chose for them come last.
+    Never raises for one bad spec: check each result's `ok` and `error`."""
+    if isinstance(specs, (Spec, str, Mapping)):
+        specs = [specs]
+    eng = engine or default_engine()
+    requests = []
+    for s in specs:
+        if isinstance(s, Spec) and s.kernels:
+            requests.extend({"name": k} for k in s.kernels)
+        else:
+            requests.append(_as_json(s))
+    payload = json.dumps(requests).encode()
+    results = _library.call_json("xqajit_prewarm", ctypes.c_void_p(eng.handle), payload, int(jobs))
+    return [PrewarmResult(**r) for r in results]

@@ -1,4 +1,5 @@
-"""xqajit.spec() and xqajit.prewarm(): kernel specs by fields or canonical name.
+"""xqajit.spec(): kernel specs by fields or canonical name (xqajit.prewarm() is
+engine.py's: the engine builds on specs, never the other way round).
 
 Needs libxqajit but no GPU and no torch; where no GPU is visible, `arch` must be
 given (e.g. arch="sm_90a").
@@ -9,7 +10,7 @@ from __future__ import annotations
 import ctypes
 import json
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Optional, Union
+from typing import Mapping, Optional, Union
 
 from . import _library
 
@@ -27,15 +28,6 @@ class Spec:
 
     def __str__(self) -> str:
         return self.name
-
-
-@dataclass(frozen=True)
-class PrewarmResult:
-    name: str
-    ok: bool
-    source: str  # memory | bundle | disk | compiled
-    seconds: float
-    error: str  # the message (a compile error's includes the NVRTC log) when not ok
 
 
 SpecLike = Union[Spec, str, Mapping[str, object]]
@@ -61,29 +53,6 @@ def spec(name: Optional[str] = None, **fields) -> Spec:
     request = _as_json(name) if name is not None else _as_json(fields)
     result = _library.call_json("xqajit_spec", json.dumps(request).encode())
     return Spec(result["name"], tuple(result["flags"]), result["fields"], tuple(result.get("kernels", ())))
-
-
-def prewarm(specs: Union[SpecLike, Iterable[SpecLike]], *, jobs: int = 0, engine=None) -> list:
-    """Gets every spec's kernels into the caches (compiling what is missing) so
-    that no decode call ever waits for NVRTC; `jobs` worker threads (0 = cores).
-    One result per kernel, in request order: a spec whose launch may use several
-    kernels (`Spec.kernels`, e.g. both GQA backends for an fp8 cache on sm_90a)
-    gives one each, and the variants a tuning table chose for them come last.
-    Never raises for one bad spec: check each result's `ok` and `error`."""
-    if isinstance(specs, (Spec, str, Mapping)):
-        specs = [specs]
-    from .engine import default_engine
-
-    eng = engine or default_engine()
-    requests = []
-    for s in specs:
-        if isinstance(s, Spec) and s.kernels:
-            requests.extend({"name": k} for k in s.kernels)
-        else:
-            requests.append(_as_json(s))
-    payload = json.dumps(requests).encode()
-    results = _library.call_json("xqajit_prewarm", ctypes.c_void_p(eng.handle), payload, int(jobs))
-    return [PrewarmResult(**r) for r in results]
 
 
 def device_arch(device: int = 0) -> str:

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "xqajit/driver.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/runtime/engine.hpp"
 
 namespace xqajit::testing {
 

@@ -15,7 +15,7 @@
 #include "gqa/hopper_geometry.h"
 #include "xqajit/ops/decode.hpp"
 #include "gpu/gpu_session.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/runtime/engine.hpp"
 #include "xqajit/error.hpp"
 
 using namespace xqajit;

@@ -16,13 +16,13 @@
 #include "gpu/decode_problem.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
-#include "xqajit/bundle.hpp"
-#include "xqajit/compiler.hpp"
+#include "xqajit/cache/bundle.hpp"
+#include "xqajit/compile/compiler.hpp"
 #include "xqajit/ops/decode.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/runtime/engine.hpp"
 #include "xqajit/error.hpp"
-#include "xqajit/tuner.hpp"
-#include "xqajit/tuning.hpp"
+#include "xqajit/tuning/tuner.hpp"
+#include "xqajit/tuning/tuning.hpp"
 #include <filesystem>
 
 using namespace xqajit;

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "support/temp_dir.hpp"
-#include "xqajit/spec.hpp"
+#include "xqajit/spec/spec.hpp"
 
 namespace xqajit::test {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <utility>
 
-#include "xqajit/tuner.hpp"
-#include "xqajit/tuning.hpp"
+#include "xqajit/tuning/tuner.hpp"
+#include "xqajit/tuning/tuning.hpp"
 
 namespace xqajit::test {
 

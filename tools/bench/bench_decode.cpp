@@ -19,9 +19,9 @@
 #include "support/gpu_buffers.hpp"
 #include "support/reference.hpp"
 #include "xqajit/ops/decode.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/runtime/engine.hpp"
 #include "xqajit/error.hpp"
-#include "xqajit/spec.hpp"
+#include "xqajit/spec/spec.hpp"
 
 using namespace xqajit;
 using namespace xqajit::testing;

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "xqajit/engine.hpp"
-#include "xqajit/spec.hpp"
+#include "xqajit/runtime/engine.hpp"
+#include "xqajit/spec/spec.hpp"
 
 using namespace xqajit;
 using Clock = std::chrono::steady_clock;

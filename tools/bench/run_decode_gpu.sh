@@ -10,12 +10,8 @@
 # and carry [".gk", ".peers"]. Kernel-only variants: tools/bench/run_decode_variants.sh.
 # NO_PEERS=1 skips the peers. `bench_decode --sweep` times split counts and tiles at the
 # shapes that miss a target (PERF.md run 8).
-set -u
 BIN=${BIN:-.gk}
-OUT=${OUT:-/tmp/out}
-export LD_LIBRARY_PATH=$PWD/$BIN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export XQAJIT_CACHE_DIR=${XQAJIT_CACHE_DIR:-/tmp/xqajit-cache}
-mkdir -p "$OUT"
+source "$(dirname "$0")/gpu_run_common.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 date -u | tee -a "$OUT/device.txt"
 # The decode grid once per GQA backend (auto = the launch plan's choice; portable and
@@ -31,11 +27,7 @@ done
 CUDA_CACHE_DISABLE=1 XQAJIT_BENCH_BACKENDS=${BENCH_BACKENDS:-auto,portable,hopper} timeout 300 "$BIN/bench_decode" \
   ${BENCH_ARGS:-} > "$OUT/bench.txt" 2> "$OUT/bench.jsonl"
 echo "bench_decode exit: $?" >> "$OUT/bench.txt"
-if [ -f .peers/decode_peers.py ] && [ -z "${NO_PEERS:-}" ]; then
-  PYTHONUNBUFFERED=1 timeout 150 python3 .peers/decode_peers.py --shapes tools/bench/peer_shapes.json \
-    --out "$OUT/peers.json" > "$OUT/peers.txt" 2>&1
-  echo "peers exit: $?" >> "$OUT/peers.txt"
-fi
+run_peers tools/bench/peer_shapes.json peers
 echo "===== test (tail)"; grep -E "FAILED|failed|passed|decode cases|worst|/fp|prewarm|seed|exit|error" "$OUT/test.log" | tail -40
 echo "===== bench"; cat "$OUT/bench.txt"
 echo "===== peers"

@@ -3,12 +3,8 @@
 # sm_90a), bench_mla, then the two-bmm PyTorch peer on the same shapes; logs
 # under $OUT, a short table last. BIN holds what scripts/pack_gpu_bins.sh packs.
 # NO_PEERS=1 skips the peers; TEST_ARGS / BENCH_ARGS pass through.
-set -u
 BIN=${BIN:-.gpu}
-OUT=${OUT:-/tmp/out}
-export LD_LIBRARY_PATH=$PWD/$BIN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export XQAJIT_CACHE_DIR=${XQAJIT_CACHE_DIR:-/tmp/xqajit-cache}
-mkdir -p "$OUT"
+source "$(dirname "$0")/gpu_run_common.sh"
 # Compile what the tests and the benchmark use over every core first (NVRTC
 # serialises compiles inside one process; the CLI fans out over processes).
 timeout 200 "$BIN/xqajit" prewarm --jobs "$(nproc)" --skip-invalid kind=mla input=bf16,fp8 kv=bf16,fp8 \
@@ -18,11 +14,7 @@ timeout 300 "$BIN/gpu_test_mla_decode" ${TEST_ARGS:-} > "$OUT/mla_test.log" 2>&1
 echo "gpu_test_mla_decode exit: $?" | tee -a "$OUT/mla_test.log"
 timeout 200 "$BIN/bench_mla" ${BENCH_ARGS:-} > "$OUT/mla_bench.txt" 2> "$OUT/mla_bench.jsonl"
 echo "bench_mla exit: $?" >> "$OUT/mla_bench.txt"
-if [ -f .peers/decode_peers.py ] && [ -z "${NO_PEERS:-}" ]; then
-  PYTHONUNBUFFERED=1 timeout 150 python3 .peers/decode_peers.py --shapes tools/bench/peer_shapes_mla.json \
-    --out "$OUT/mla_peers.json" > "$OUT/mla_peers.txt" 2>&1
-  echo "peers exit: $?" >> "$OUT/mla_peers.txt"
-fi
+run_peers tools/bench/peer_shapes_mla.json mla_peers
 echo "===== mla test (tail)"; grep -E "FAILED|failed|passed|mla cases|worst|hopper |portable |seed|exit|error" "$OUT/mla_test.log" | tail -30
 echo "===== mla bench"; cat "$OUT/mla_bench.txt"
 echo "===== mla peers (PyTorch two bmm, bf16)"

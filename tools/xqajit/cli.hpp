@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "xqajit/options.hpp"
+#include "xqajit/runtime/options.hpp"
 
 namespace xqajit::cli {
 

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "xqajit/engine.hpp"
-#include "xqajit/spec.hpp"
-#include "xqajit/spec_set.hpp"
+#include "xqajit/runtime/engine.hpp"
+#include "xqajit/spec/spec.hpp"
+#include "xqajit/spec/spec_set.hpp"
 
 namespace xqajit::cli {
 

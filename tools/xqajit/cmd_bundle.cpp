@@ -9,12 +9,12 @@
 
 #include "cli.hpp"
 #include "cli_common.hpp"
-#include "xqajit/bundle.hpp"
-#include "xqajit/cache.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/cache/bundle.hpp"
+#include "xqajit/cache/cache.hpp"
+#include "xqajit/runtime/engine.hpp"
 #include "xqajit/error.hpp"
-#include "xqajit/tuning.hpp"
-#include "xqajit/spec_set.hpp"
+#include "xqajit/tuning/tuning.hpp"
+#include "xqajit/spec/spec_set.hpp"
 
 namespace xqajit::cli {
 namespace {

@@ -10,12 +10,12 @@
 #include <optional>
 
 #include "cli_common.hpp"
-#include "xqajit/bundle.hpp"
-#include "xqajit/cache.hpp"
-#include "xqajit/compiler.hpp"
+#include "xqajit/cache/bundle.hpp"
+#include "xqajit/cache/cache.hpp"
+#include "xqajit/compile/compiler.hpp"
 #include "xqajit/driver.hpp"
-#include "xqajit/engine.hpp"
-#include "xqajit/templates.hpp"
+#include "xqajit/runtime/engine.hpp"
+#include "xqajit/compile/templates.hpp"
 
 namespace xqajit::cli {
 namespace {

@@ -29,9 +29,9 @@
 
 #include "cli.hpp"
 #include "cli_common.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/runtime/engine.hpp"
 #include "xqajit/error.hpp"
-#include "xqajit/spec_set.hpp"
+#include "xqajit/spec/spec_set.hpp"
 
 namespace xqajit::cli {
 namespace {

@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "cli_common.hpp"
-#include "xqajit/engine.hpp"
-#include "xqajit/remote_cache.hpp"
+#include "xqajit/runtime/engine.hpp"
+#include "xqajit/remote/remote_cache.hpp"
 
 namespace xqajit::cli {
 namespace {

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "cli_common.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/runtime/engine.hpp"
 
 namespace xqajit::cli {
 namespace {

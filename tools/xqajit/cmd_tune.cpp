@@ -4,7 +4,7 @@
 // Order of work: the spec set (shared with prewarm) -> every candidate variant
 // compiled over worker processes (so timing never waits for NVRTC) -> per key
 // a synthetic problem (tune_problem.hpp) timed by the library's tuner
-// (tune_launch, src/tuner_gpu.cpp) -> the table saved after every key (a run
+// (tune_launch, src/tuning/tuner_gpu.cpp) -> the table saved after every key (a run
 // cut short keeps what it measured).
 
 #include <fmt/format.h>
@@ -19,12 +19,12 @@
 
 #include "cli.hpp"
 #include "cli_common.hpp"
-#include "detail/cuda_api.hpp"
-#include "detail/gpu_scratch.hpp"
+#include "runtime/cuda_api.hpp"
+#include "tuning/gpu_scratch.hpp"
 #include "tune_problem.hpp"
-#include "xqajit/engine.hpp"
+#include "xqajit/runtime/engine.hpp"
 #include "xqajit/error.hpp"
-#include "xqajit/tuner.hpp"
+#include "xqajit/tuning/tuner.hpp"
 
 namespace xqajit::cli {
 namespace {

@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <variant>
 
-#include "detail/gpu_scratch.hpp"
+#include "tuning/gpu_scratch.hpp"
 #include "xqajit/ops/decode.hpp"
 #include "xqajit/ops/mla_decode.hpp"
-#include "xqajit/spec.hpp"
+#include "xqajit/spec/spec.hpp"
 
 namespace xqajit::cli {
 

@@ -11,9 +11,9 @@
 #include <cstdint>
 
 #include "xqajit/driver.hpp"
-#include "xqajit/engine.hpp"
-#include "xqajit/spec.hpp"
-#include "xqajit/tuning.hpp"
+#include "xqajit/runtime/engine.hpp"
+#include "xqajit/spec/spec.hpp"
+#include "xqajit/tuning/tuning.hpp"
 
 namespace xqajit {
 

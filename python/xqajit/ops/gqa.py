@@ -14,14 +14,16 @@ import torch
 
 from .. import _library
 from .._tensors import (BF16, DTYPE_CODE, DTYPE_NAME, FP8, FP16, current_stream, dtype_code, fail, optional_ptr,
-                        require_cuda, require_tensor, same_device, scale_arg, strides_for)
-from ..errors import ArgumentError
-from ..workspace import _grow, default_pointer
-from ..workspace import _pointers as _DEFAULT_WS
+                        paged_table, require_cuda, require_tensor, same_device, scale_arg, strides_for)
 from . import _fast
 from ._abi import DECODE_ARGS
 from ._fast import OP_DECODE
 from ._fast import call as _fast_call
+from ._launch import CheckedCalls, Launcher
+from ._launch import data_ptr as _data_ptr
+from ._launch import meta as _meta
+from ._launch import no_ptr as _no_ptr
+from ._launch import scale_value as _scale
 from ._register import register
 
 _OP = "decode"
@@ -30,14 +32,6 @@ _PACK = DECODE_ARGS.packer.pack_into
 _SIZE = DECODE_ARGS.size
 _SPEC_MASK_DTYPES = (torch.int32, torch.uint32) if hasattr(torch, "uint32") else (torch.int32,)
 _LAYOUTS = {"NHD": (1, 2), "HND": (2, 1)}  # dims of (token, head) in a 4-D K/V cache
-
-
-def _data_ptr(t: torch.Tensor) -> int:
-    return t.data_ptr()
-
-
-def _no_ptr(t: torch.Tensor) -> int:
-    return 0  # fake and meta tensors have no storage
 
 
 def decode_args(q, k_cache, v_cache, block_table, seq_lens, out, *, q_scale=1.0, kv_scale=1.0,
@@ -104,19 +98,7 @@ def decode_args(q, k_cache, v_cache, block_table, seq_lens, out, *, q_scale=1.0,
         fail(_OP, kv_name, f"has {hkv} KV heads, which does not divide q's {hq} heads "
                            f"(is kv_layout={kv_layout!r} right?)")
 
-    require_tensor(_OP, "block_table", block_table)
-    if block_table.dtype != torch.int32 or block_table.dim() != 2 or block_table.shape[0] != batch:
-        fail(_OP, "block_table", f"must be int32 [batch={batch}, max_pages_per_seq], got {block_table.dtype} "
-                                 f"{tuple(block_table.shape)}")
-    bts = block_table.stride()
-    max_pages = block_table.shape[1]
-    if max_pages > 1 and bts[1] != 1:
-        fail(_OP, "block_table", f"must have contiguous rows (stride 1 in dim 1), got strides {bts}")
-    same_device(_OP, "block_table", block_table, device)
-    require_tensor(_OP, "seq_lens", seq_lens)
-    if seq_lens.dtype not in _SEQ_LEN_DTYPES or seq_lens.shape != (batch,) or (batch > 1 and seq_lens.stride(0) != 1):
-        fail(_OP, "seq_lens", f"must be a contiguous int32 [batch={batch}], got {seq_lens.dtype} {tuple(seq_lens.shape)}")
-    same_device(_OP, "seq_lens", seq_lens, device)
+    bts, max_pages = paged_table(_OP, block_table, seq_lens, batch, device)
 
     require_tensor(_OP, "out", out)
     if out.shape != qs:
@@ -152,34 +134,14 @@ def DTYPE_CODE_OF(dtype: torch.dtype) -> int:  # noqa: N802
     return DTYPE_CODE[dtype]
 
 
-_SEQ_LEN_DTYPES = (torch.int32, torch.uint32) if hasattr(torch, "uint32") else (torch.int32,)
+_LAUNCHER = Launcher(_OP, DECODE_ARGS, "xqajit_decode")
 
 
 def launch(ptrs, mid, scales, device: int, workspace: Optional[torch.Tensor], engine: int = 0) -> None:
     """Packs XqajitDecodeArgs and launches on the current stream of `device`; grows
     the default workspace when the launch needs more (an explicit one never is)."""
     require_cuda(_OP, device)
-    if workspace is None:
-        ws_ptr, ws_bytes = default_pointer(device)
-    else:
-        same_device(_OP, "workspace", workspace, device)
-        ws_ptr, ws_bytes = workspace.data_ptr(), workspace.numel() * workspace.element_size()
-    stream = current_stream(device)
-    buf, addr = DECODE_ARGS.buffer()
-    _PACK(buf, 0, _SIZE, engine, stream, *ptrs, ws_ptr, ws_bytes, 0, *mid, *scales)
-    lib = _library.library()
-    status = lib.xqajit_decode(addr)
-    if status == _library.NEED_WORKSPACE:
-        needed = DECODE_ARGS.read_u64(buf, "needed_workspace_bytes")
-        if workspace is not None:
-            raise ArgumentError(f"xqajit.decode: workspace has {ws_bytes} bytes but this launch needs {needed}: "
-                                f"allocate it once, zeroed (torch.zeros({needed}, dtype=torch.uint8, device=...)), "
-                                "or leave workspace=None to use the per-device default")
-        grown = _grow(device, needed)
-        _PACK(buf, 0, _SIZE, engine, stream, *ptrs, grown.data_ptr(), grown.numel(), 0, *mid, *scales)
-        status = lib.xqajit_decode(addr)
-    if status:
-        _library.raise_last_error(status)
+    _LAUNCHER.launch(ptrs, mid, scales, device, workspace, engine, current_stream(device))
 
 
 def _output_dtype(q: torch.Tensor, out_scale) -> torch.dtype:
@@ -297,10 +259,7 @@ def _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out
                                                 sinks=sinks, spec_mask=spec_mask, kv_layout=kv_layout,
                                                 num_splits=num_splits)
         v_offset = ptrs[3] - ptrs[2]
-        if key is not None:
-            if len(_CHECKED) >= 1024:
-                _CHECKED.clear()
-            _CHECKED[key] = (mid, device, v_offset)
+        _CHECKED.remember(key, (mid, device, v_offset))
         launch(ptrs, mid, scales, device, workspace, handle)
         return mid, device, v_offset
     mid, device, v_offset = hit
@@ -311,36 +270,18 @@ def _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out
     ptrs = (q.data_ptr(), out.data_ptr(), k_ptr, k_ptr + v_offset if v_cache is None else v_cache.data_ptr(),
             block_table.data_ptr(), seq_lens.data_ptr(), 0 if sinks is None else sinks.data_ptr(),
             0 if spec_mask is None else spec_mask.data_ptr(), q_sp, kv_sp, rcp_sp)
-    if workspace is None and device >= 0:
-        # The hot path of launch(), inlined.
-        ws = _DEFAULT_WS.get(device)
-        buf, addr = DECODE_ARGS.buffer()
-        _PACK(buf, 0, _SIZE, handle, current_stream(device), *ptrs, *(ws or (0, 0)), 0, *mid, q_s, kv_s, rcp_s)
-        status = (_library._lib or _library.library()).xqajit_decode(addr)
-        if status == 0:
-            return hit
-        if status != _library.NEED_WORKSPACE:
-            _library.raise_last_error(status)
+    if workspace is None and device >= 0 and _LAUNCHER.launch_default(ptrs, mid, (q_s, kv_s, rcp_s), device, handle,
+                                                                      current_stream(device)):
+        return hit
     launch(ptrs, mid, (q_s, kv_s, rcp_s), device, workspace, handle)
     return hit
 
 
-_CHECKED: dict = {}  # metadata of a call's arguments -> (shapes and strides, device, v - k offset)
-
-
-def _meta(t):
-    return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
+_CHECKED = CheckedCalls()  # metadata of a call's arguments -> (shapes and strides, device, v - k offset)
 
 
 def _scale_meta(s):
     return _meta(s) if isinstance(s, torch.Tensor) else type(s)
-
-
-def _scale(s):
-    """(host value, device pointer) of a scale already checked by decode_args."""
-    if type(s) is float:
-        return s, 0
-    return (1.0, s.data_ptr()) if isinstance(s, torch.Tensor) else (float(s), 0)
 
 
 def decode_spec(q: torch.Tensor, k_cache: Optional[torch.Tensor] = None, *, kv_cache: Optional[torch.Tensor] = None,

@@ -16,15 +16,17 @@ from typing import Optional
 import torch
 
 from .. import _library
-from .._tensors import (BF16, DTYPE_NAME, FP8, current_stream, dtype_code, fail, optional_ptr, require_cuda,
-                        require_tensor, same_device, scale_arg, strides_for)
-from ..errors import ArgumentError
-from ..workspace import _grow, default_pointer
-from ..workspace import _pointers as _DEFAULT_WS
+from .._tensors import (BF16, DTYPE_NAME, FP8, current_stream, dtype_code, fail, optional_ptr, paged_table,
+                        require_cuda, require_tensor, same_device, scale_arg, strides_for)
 from . import _fast
 from ._abi import MLA_DECODE_ARGS
 from ._fast import OP_MLA
 from ._fast import call as _fast_call
+from ._launch import CheckedCalls, Launcher
+from ._launch import data_ptr as _data_ptr
+from ._launch import meta as _meta
+from ._launch import no_ptr as _no_ptr
+from ._launch import scale_value as _scale
 from ._register import register
 
 _OP = "mla_decode"
@@ -34,15 +36,6 @@ _SIZE = MLA_DECODE_ARGS.size
 QK_DIM, V_DIM = 576, 512  # a latent row: 512 latent + 64 rope values; V is its first 512
 BACKENDS = {"auto": 0, "portable": 1, "hopper": 2}  # XqajitBackend
 _MASK_DTYPES = (torch.int32, torch.uint32) if hasattr(torch, "uint32") else (torch.int32,)
-_INT32_DTYPES = _MASK_DTYPES
-
-
-def _data_ptr(t: torch.Tensor) -> int:
-    return t.data_ptr()
-
-
-def _no_ptr(t: torch.Tensor) -> int:
-    return 0  # fake and meta tensors have no storage
 
 
 def _sm_scale(value) -> float:
@@ -96,19 +89,7 @@ def mla_decode_args(q, kv_cache, block_table, seq_lens, out, *, sm_scale, q_scal
     kv_str = strides_for(_OP, "kv_cache", ks, kv_cache.stride(), kv_dims)
     num_pages, page_size = ks[0], ks[1]
 
-    require_tensor(_OP, "block_table", block_table)
-    if block_table.dtype != torch.int32 or block_table.dim() != 2 or block_table.shape[0] != batch:
-        fail(_OP, "block_table", f"must be int32 [batch={batch}, max_pages_per_seq], got {block_table.dtype} "
-                                 f"{tuple(block_table.shape)}")
-    bts = block_table.stride()
-    max_pages = block_table.shape[1]
-    if max_pages > 1 and bts[1] != 1:
-        fail(_OP, "block_table", f"must have contiguous rows (stride 1 in dim 1), got strides {bts}")
-    same_device(_OP, "block_table", block_table, device)
-    require_tensor(_OP, "seq_lens", seq_lens)
-    if seq_lens.dtype not in _INT32_DTYPES or seq_lens.shape != (batch,) or (batch > 1 and seq_lens.stride(0) != 1):
-        fail(_OP, "seq_lens", f"must be a contiguous int32 [batch={batch}], got {seq_lens.dtype} {tuple(seq_lens.shape)}")
-    same_device(_OP, "seq_lens", seq_lens, device)
+    bts, max_pages = paged_table(_OP, block_table, seq_lens, batch, device)
 
     require_tensor(_OP, "out", out)
     want = (*qs[:-1], V_DIM)
@@ -135,31 +116,14 @@ def mla_decode_args(q, kv_cache, block_table, seq_lens, out, *, sm_scale, q_scal
     return ptrs, mid, (sm_scale, q_scale, kv_scale), device
 
 
+_LAUNCHER = Launcher(_OP, MLA_DECODE_ARGS, "xqajit_mla_decode")
+
+
 def launch(ptrs, mid, scales, device: int, workspace: Optional[torch.Tensor], engine: int = 0) -> None:
     """Packs XqajitMlaDecodeArgs and launches on the current stream of `device`;
     grows the default workspace when the launch needs more."""
     require_cuda(_OP, device)
-    if workspace is None:
-        ws_ptr, ws_bytes = default_pointer(device)
-    else:
-        same_device(_OP, "workspace", workspace, device)
-        ws_ptr, ws_bytes = workspace.data_ptr(), workspace.numel() * workspace.element_size()
-    stream = current_stream(device)
-    buf, addr = MLA_DECODE_ARGS.buffer()
-    _PACK(buf, 0, _SIZE, engine, stream, *ptrs, ws_ptr, ws_bytes, 0, *mid, *scales)
-    lib = _library.library()
-    status = lib.xqajit_mla_decode(addr)
-    if status == _library.NEED_WORKSPACE:
-        needed = MLA_DECODE_ARGS.read_u64(buf, "needed_workspace_bytes")
-        if workspace is not None:
-            raise ArgumentError(f"xqajit.mla_decode: workspace has {ws_bytes} bytes but this launch needs {needed}: "
-                                f"allocate it once, zeroed (torch.zeros({needed}, dtype=torch.uint8, device=...)), "
-                                "or leave workspace=None to use the per-device default")
-        grown = _grow(device, needed)
-        _PACK(buf, 0, _SIZE, engine, stream, *ptrs, grown.data_ptr(), grown.numel(), 0, *mid, *scales)
-        status = lib.xqajit_mla_decode(addr)
-    if status:
-        _library.raise_last_error(status)
+    _LAUNCHER.launch(ptrs, mid, scales, device, workspace, engine, current_stream(device))
 
 
 def _new_out(q: torch.Tensor) -> torch.Tensor:
@@ -226,18 +190,7 @@ def _register_fast(args, mid, device) -> None:
     _fast.register(_fast.OP_MLA, bytes(buf), patches, device, args)
 
 
-_CHECKED: dict = {}  # metadata of a call's arguments -> (shapes and strides, device)
-
-
-def _meta(t):
-    return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
-
-
-def _scale(s):
-    """(host value, device pointer) of a scale already checked by mla_decode_args."""
-    if type(s) is float:
-        return s, 0
-    return (1.0, s.data_ptr()) if isinstance(s, torch.Tensor) else (float(s), 0)
+_CHECKED = CheckedCalls()  # metadata of a call's arguments -> (shapes and strides, device)
 
 
 def _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace, backend,
@@ -262,10 +215,7 @@ def _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, s
         ptrs, mid, scales, device = mla_decode_args(q, kv_cache, block_table, seq_lens, out, sm_scale=sm_scale,
                                                     q_scale=q_scale, kv_scale=kv_scale, spec_mask=spec_mask,
                                                     backend=backend, num_splits=num_splits)
-        if key is not None:
-            if len(_CHECKED) >= 1024:
-                _CHECKED.clear()
-            _CHECKED[key] = (mid, device)
+        _CHECKED.remember(key, (mid, device))
         launch(ptrs, mid, scales, device, workspace, handle)
         return mid, device
     mid, device = hit
@@ -274,15 +224,9 @@ def _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, s
     ptrs = (q.data_ptr(), out.data_ptr(), kv_cache.data_ptr(), block_table.data_ptr(), seq_lens.data_ptr(),
             0 if spec_mask is None else spec_mask.data_ptr(), q_sp, kv_sp)
     scales = (float(sm_scale), q_s, kv_s)
-    if workspace is None and device >= 0:
-        ws = _DEFAULT_WS.get(device)
-        buf, addr = MLA_DECODE_ARGS.buffer()
-        _PACK(buf, 0, _SIZE, handle, current_stream(device), *ptrs, *(ws or (0, 0)), 0, *mid, *scales)
-        status = (_library._lib or _library.library()).xqajit_mla_decode(addr)
-        if status == 0:
-            return hit
-        if status != _library.NEED_WORKSPACE:
-            _library.raise_last_error(status)
+    if workspace is None and device >= 0 and _LAUNCHER.launch_default(ptrs, mid, scales, device, handle,
+                                                                      current_stream(device)):
+        return hit
     launch(ptrs, mid, scales, device, workspace, handle)
     return hit
 

@@ -1,0 +1,59 @@
+// The C ABI of decode (include/xqajit/c_api.h): XqajitDecodeArgs -> DecodeParams.
+// The shared fields and the entry points' bodies are c_api/op_entry.hpp's.
+
+#include "c_api/op_entry.hpp"
+#include "xqajit/decode.hpp"
+
+using namespace xqajit;
+
+namespace {
+
+struct DecodeAbi {
+  using Args = XqajitDecodeArgs;
+  using Params = DecodeParams;
+  static constexpr const char* kName = "decode";
+  static constexpr const char* kArgsName = "XqajitDecodeArgs";
+
+  static void fill(const Args& a, Params& p) {
+    p.k_cache = a.k_cache;
+    p.v_cache = a.v_cache;
+    p.output = c_api::dtype_of(a.output, kName, "output");
+    p.num_q_heads = a.num_q_heads;
+    p.num_kv_heads = a.num_kv_heads;
+    p.head_dim = a.head_dim;
+    p.k_stride_page = a.k_stride_page;
+    p.k_stride_token = a.k_stride_token;
+    p.k_stride_head = a.k_stride_head;
+    p.v_stride_page = a.v_stride_page;
+    p.v_stride_token = a.v_stride_token;
+    p.v_stride_head = a.v_stride_head;
+    p.rcp_out_scale = a.rcp_out_scale;
+    p.rcp_out_scale_ptr = a.rcp_out_scale_ptr;
+    p.sliding_window = a.sliding_window;
+    p.sinks = a.sinks;
+  }
+  static void run(Engine& engine, const Params& p, Stream stream) { decode(engine, p, stream); }
+  static std::size_t workspace_size(const Params& p, const DeviceInfo& device) {
+    return decode_workspace_size(p, device);
+  }
+  static KernelSpec spec(const Params& p, const Arch& arch) { return decode_spec(p, arch); }
+  static void validate(const Params& p) { xqajit::validate(p); }
+};
+
+}  // namespace
+
+extern "C" {
+
+int xqajit_decode(XqajitDecodeArgs* args) { return c_api::launch<DecodeAbi>(args); }
+
+int xqajit_decode_validate(XqajitDecodeArgs* args) { return c_api::validate<DecodeAbi>(args); }
+
+int xqajit_decode_workspace_size(XqajitDecodeArgs* args, int device, std::uint64_t* bytes) {
+  return c_api::workspace_size<DecodeAbi>(args, device, bytes);
+}
+
+int xqajit_decode_spec(XqajitDecodeArgs* args, int device, const char* arch, const char** result_json) {
+  return c_api::spec<DecodeAbi>(args, device, arch, result_json);
+}
+
+}  // extern "C"

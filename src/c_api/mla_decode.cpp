@@ -1,0 +1,62 @@
+// The C ABI of MLA decode (include/xqajit/c_api.h): XqajitMlaDecodeArgs -> MlaDecodeParams.
+// The shared fields and the entry points' bodies are c_api/op_entry.hpp's.
+
+#include "c_api/op_entry.hpp"
+#include "xqajit/ops/mla_decode.hpp"
+
+using namespace xqajit;
+
+namespace {
+
+Backend backend_of(std::int32_t code) {
+  switch (code) {
+    case XQAJIT_BACKEND_AUTO: return Backend::automatic;
+    case XQAJIT_BACKEND_PORTABLE: return Backend::portable;
+    case XQAJIT_BACKEND_HOPPER: return Backend::hopper;
+    default: throw ArgumentError("mla_decode: backend code " + std::to_string(code) + " is unknown");
+  }
+}
+
+struct MlaDecodeAbi {
+  using Args = XqajitMlaDecodeArgs;
+  using Params = MlaDecodeParams;
+  static constexpr const char* kName = "mla_decode";
+  static constexpr const char* kArgsName = "XqajitMlaDecodeArgs";
+
+  static void fill(const Args& a, Params& p) {
+    p.kv_cache = a.kv_cache;
+    p.num_heads = a.num_heads;
+    p.kv_stride_page = a.kv_stride_page;
+    p.kv_stride_token = a.kv_stride_token;
+    p.sm_scale = a.sm_scale;
+    p.backend = backend_of(a.backend);
+  }
+  static void run(Engine& engine, const Params& p, Stream stream) { mla_decode(engine, p, stream); }
+  static std::size_t workspace_size(const Params& p, const DeviceInfo& device) {
+    return mla_decode_workspace_size(p, device);
+  }
+  // MLA's spec query checks the whole call first (decode's does not): kept as it was.
+  static KernelSpec spec(const Params& p, const Arch& arch) {
+    xqajit::validate(p);
+    return mla_decode_spec(p, arch);
+  }
+  static void validate(const Params& p) { xqajit::validate(p); }
+};
+
+}  // namespace
+
+extern "C" {
+
+int xqajit_mla_decode(XqajitMlaDecodeArgs* args) { return c_api::launch<MlaDecodeAbi>(args); }
+
+int xqajit_mla_decode_validate(XqajitMlaDecodeArgs* args) { return c_api::validate<MlaDecodeAbi>(args); }
+
+int xqajit_mla_decode_workspace_size(XqajitMlaDecodeArgs* args, int device, std::uint64_t* bytes) {
+  return c_api::workspace_size<MlaDecodeAbi>(args, device, bytes);
+}
+
+int xqajit_mla_decode_spec(XqajitMlaDecodeArgs* args, int device, const char* arch, const char** result_json) {
+  return c_api::spec<MlaDecodeAbi>(args, device, arch, result_json);
+}
+
+}  // extern "C"
