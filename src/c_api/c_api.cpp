@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "c_api/guard.hpp"
-#include "xqajit/driver.hpp"
+#include "xqajit/runtime/driver.hpp"
 #include "xqajit/runtime/engine.hpp"
 #include "xqajit/error.hpp"
 #include "xqajit/spec/spec.hpp"

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "c_api/guard.hpp"
-#include "xqajit/driver.hpp"
+#include "xqajit/runtime/driver.hpp"
 #include "xqajit/error.hpp"
 
 namespace xqajit::c_api {

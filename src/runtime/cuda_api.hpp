@@ -19,7 +19,7 @@ struct CudaApi {
   X(cuCtxGetDevice) X(cuStreamGetCtx) X(cuStreamIsCapturing) X(cuModuleLoadData)              \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute)        \
   X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters) X(cuTensorMapEncodeTiled)                 \
-  /* the tuner (src/tuner_gpu.cpp, tools/xqajit/tune_problem.cpp) */                          \
+  /* the tuner (src/tuning/tuner_gpu.cpp, tools/xqajit/tune_problem.cpp) */                   \
   X(cuMemAlloc) X(cuMemFree) X(cuMemsetD8Async) X(cuStreamCreate)                            \
   X(cuMemcpyHtoD) X(cuMemcpyDtoD) X(cuDevicePrimaryCtxRelease)                                \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord)                 \

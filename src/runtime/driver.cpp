@@ -1,4 +1,4 @@
-#include "xqajit/driver.hpp"
+#include "xqajit/runtime/driver.hpp"
 
 #include <fmt/format.h>
 

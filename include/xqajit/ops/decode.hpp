@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "xqajit/driver.hpp"
+#include "xqajit/runtime/driver.hpp"
 #include "xqajit/runtime/engine.hpp"
 #include "xqajit/spec/spec.hpp"
 #include "xqajit/tuning/tuning.hpp"

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "xqajit/driver.hpp"
+#include "xqajit/runtime/driver.hpp"
 
 namespace xqajit {
 

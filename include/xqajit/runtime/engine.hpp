@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "xqajit/driver.hpp"
+#include "xqajit/runtime/driver.hpp"
 #include "xqajit/runtime/options.hpp"
 #include "xqajit/spec/spec.hpp"
 #include "xqajit/tuning/tuning.hpp"

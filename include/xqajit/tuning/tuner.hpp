@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "xqajit/driver.hpp"
+#include "xqajit/runtime/driver.hpp"
 #include "xqajit/spec/spec.hpp"
 #include "xqajit/tuning/tuning.hpp"
 

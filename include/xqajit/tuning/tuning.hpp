@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "xqajit/driver.hpp"
+#include "xqajit/runtime/driver.hpp"
 #include "xqajit/runtime/options.hpp"
 #include "xqajit/spec/spec.hpp"
 
