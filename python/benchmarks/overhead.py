@@ -30,7 +30,7 @@ import time
 import torch
 
 import xqajit
-from xqajit.ops import gqa
+from xqajit.ops import _launch, gqa
 
 
 def per_call_us(fn, burst=200, bursts=30) -> float:
@@ -83,7 +83,7 @@ def measure() -> dict:
 
     ptrs, mid, scales, device = gqa.decode_args(q, k, v, bt, sl, out)
     buf, addr = gqa.DECODE_ARGS.buffer()
-    ws_ptr, ws_bytes = gqa._DEFAULT_WS.get(device, (0, 0))  # as direct calls pass it (this B=1 shape splits)
+    ws_ptr, ws_bytes = _launch._DEFAULT_WS.get(device, (0, 0))  # as direct calls pass it (this B=1 shape splits)
     gqa._PACK(buf, 0, gqa._SIZE, 0, torch.cuda.current_stream().cuda_stream, *ptrs, ws_ptr, ws_bytes, 0, *mid, *scales)
     lib = xqajit._library.library()
     status = lib.xqajit_decode(addr)
@@ -132,7 +132,7 @@ def measure_c_only() -> dict:
     torch.cuda.synchronize()
     ptrs, mid, scales, device = gqa.decode_args(q, k, v, bt, sl, out)
     buf, addr = gqa.DECODE_ARGS.buffer()
-    ws_ptr, ws_bytes = gqa._DEFAULT_WS.get(device, (0, 0))
+    ws_ptr, ws_bytes = _launch._DEFAULT_WS.get(device, (0, 0))
     gqa._PACK(buf, 0, gqa._SIZE, 0, torch.cuda.current_stream().cuda_stream, *ptrs, ws_ptr, ws_bytes, 0, *mid, *scales)
     lib = xqajit._library.library()
     assert lib.xqajit_decode(addr) == 0, lib.xqajit_last_error()
