@@ -2,7 +2,8 @@
 // THE FULL KERNEL CONTRACT (semantics, flags, split-KV, device rules for kernel authors): docs/MLA_KERNEL_CONTRACT.md
 // The ABI between the host launcher (src/ops/mla_decode.cpp) and the MLA decode
 // kernels (mla_decode_portable.cu, mla_decode_hopper.cu): one by-value struct
-// that both backends take, plus the geometry struct each backend fills with its
+// that both backends take (the hopper kernel takes a second parameter, the cache's
+// tensor map: xqajit/tensor_map.h), plus the geometry struct each backend fills with its
 // own constexpr function (mla/portable_geometry.h, mla/hopper_geometry.h). Host
 // and kernel include the same files, so the block size and shared memory the
 // host asks for are the ones the kernel was built for. Builtin types only.

@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "xqajit/driver.hpp"
+#include "xqajit/runtime/driver.hpp"
 #include "xqajit/runtime/engine.hpp"
 
 namespace xqajit::testing {

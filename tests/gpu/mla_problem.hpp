@@ -26,6 +26,7 @@ struct MlaCase {
   bool padded = false;        // strided Q/out heads and a pooled cache (row and page padding)
   bool explicit_mask = false; // q_len > 1: a packed mask instead of the implicit causal one
   int shared_prefix_pages = 0;  // requests whose length allows it share request 0's first pages
+  bool pages_unknown = false;   // num_pages = 0 (allowed: it only bounds the checks and the tensor map)
   int num_splits = 0;
   float sm_scale = 0.0721687836f;  // 1/sqrt(192)
   float q_scale = 1.f, kv_scale = 1.f;
@@ -96,7 +97,7 @@ struct MlaProblem {
     p.q_len = Q;
     p.num_heads = H;
     p.page_size = P;
-    p.num_pages = num_pages;
+    p.num_pages = c.pages_unknown ? 0 : num_pages;
     p.max_pages_per_seq = max_pages;
     p.q_stride_head = q_head;
     p.q_stride_token = H * q_head;

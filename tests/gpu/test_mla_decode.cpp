@@ -38,10 +38,10 @@ std::string describe(const MlaCase& c) {
   std::string lens;
   for (size_t i = 0; i < c.seq_lens.size() && i < 6; ++i) lens += std::to_string(c.seq_lens[i]) + ",";
   return fmt::format("backend={} q={} kv={} H={} P={} q_len={} B={} lens=[{}...] scale_ptrs={} padded={} "
-                     "mask={} shared={} splits={}",
+                     "mask={} shared={} pages_unknown={} splits={}",
                      to_string(c.backend), to_string(c.input), to_string(c.kv), c.heads, c.page_size, c.q_len,
                      c.seq_lens.size(), lens, c.scale_ptrs, c.padded, c.explicit_mask, c.shared_prefix_pages,
-                     c.num_splits);
+                     c.pages_unknown, c.num_splits);
 }
 
 struct Stats {
@@ -123,6 +123,7 @@ MlaCase random_case(Backend backend, int i) {
   c.padded = rng()() % 3 == 0;
   c.explicit_mask = c.q_len > 1 && rng()() % 2 == 0;
   c.shared_prefix_pages = rng()() % 4 == 0 ? 1 + static_cast<int>(rng()() % 4) : 0;
+  c.pages_unknown = rng()() % 4 == 0;
   c.num_splits = pick({0, 0, 0, 1, 2, 7, 16});
   if (c.input == DType::fp8) c.q_scale = 0.05f + static_cast<float>(rng()() % 40) / 100.f;
   if (c.kv == DType::fp8) c.kv_scale = 0.05f + static_cast<float>(rng()() % 40) / 100.f;

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "xqajit/driver.hpp"
+#include "xqajit/runtime/driver.hpp"
 
 namespace xqajit::test {
 

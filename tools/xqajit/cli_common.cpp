@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <map>
 
-#include "xqajit/driver.hpp"
+#include "xqajit/runtime/driver.hpp"
 #include "xqajit/error.hpp"
 
 namespace xqajit::cli {

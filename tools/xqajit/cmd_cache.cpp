@@ -13,7 +13,7 @@
 #include "xqajit/cache/bundle.hpp"
 #include "xqajit/cache/cache.hpp"
 #include "xqajit/compile/compiler.hpp"
-#include "xqajit/driver.hpp"
+#include "xqajit/runtime/driver.hpp"
 #include "xqajit/runtime/engine.hpp"
 #include "xqajit/compile/templates.hpp"
 
