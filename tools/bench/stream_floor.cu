@@ -17,6 +17,7 @@
 // Build on the dev host, run on the GPU machine:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ikernel_templates -o stream_floor tools/bench/stream_floor.cu
 //   ./stream_floor            # prints one row per (bytes, grid, loader)
+#include "common/tma.cuh"  // the kernels' mbarrier helpers
 #include "cuda_check.cuh"
 
 #include <algorithm>
@@ -43,20 +44,6 @@ constexpr int kBulkBytes = 16 * 1024;  // one HND page of one head (64 tokens x 
 __device__ __forceinline__ void group_sync(int group) {
   asm volatile("bar.sync %0, %1;" ::"r"(group + 1), "r"(kGroupThreads) : "memory");
 }
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT_%=:\n"
-      " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra WAIT_%=;\n}" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
 __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
                "l"(src), "r"(bytes), "r"(bar)
@@ -75,7 +62,7 @@ __global__ void stream_bulk(const unsigned char* src, long long group_bytes, int
   const unsigned char* const base = src + ((long long)blockIdx.x * groups + group) * group_bytes;
   const int slots = (int)(group_bytes / slot_bytes);
   if (t == 0)
-    for (int s = 0; s < stages; ++s) mbar_init(smem_addr(&bars[group][s]), 1);
+    for (int s = 0; s < stages; ++s) xqajit::mbarrier_init(smem_addr(&bars[group][s]), 1);
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   pdl_wait();
   pdl_launch_dependents();
@@ -85,13 +72,13 @@ __global__ void stream_bulk(const unsigned char* src, long long group_bytes, int
     const int s = slot % stages;
     const unsigned char* from = base + (long long)slot * slot_bytes;
     const uint32_t to = smem_addr(ring + (size_t)s * slot_bytes), bar = smem_addr(&bars[group][s]);
-    mbar_expect_tx(bar, slot_bytes);
+    xqajit::mbarrier_arrive_expect_tx(bar, slot_bytes);
     for (int off = 0; off < slot_bytes; off += kBulkBytes) bulk_copy(to + off, from + off, kBulkBytes, bar);
   };
   unsigned acc = 0;
   for (int s = 0; s < stages - 1 && s < slots; ++s) issue(s);
   for (int it = 0; it < slots; ++it) {
-    mbar_wait(smem_addr(&bars[group][it % stages]), (it / stages) & 1);
+    xqajit::mbarrier_wait_parity(smem_addr(&bars[group][it % stages]), (it / stages) & 1);
     group_sync(group);  // slot it - 1 is consumed by every thread: its ring slot is free
     if (it + stages - 1 < slots) issue(it + stages - 1);
     acc ^= reinterpret_cast<const unsigned*>(ring + (size_t)(it % stages) * slot_bytes)[t * 7];
