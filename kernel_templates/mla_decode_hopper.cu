@@ -24,6 +24,7 @@
 #include "mla/hopper_epilogue.cuh"
 #include "mla/hopper_loads.cuh"
 #include "mla/hopper_math.cuh"
+#include "mla/hopper_seesaw.cuh"
 #include "mla/shared_rows.cuh"
 
 using namespace xqajit;
@@ -33,7 +34,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     xqajit_mla_decode(const XqajitMlaArgs args, const __grid_constant__ XqajitTensorMap kv_map) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ int s_is_last;
-  __shared__ __align__(8) unsigned long long s_full[2];  // TMA path: stage s landed (phase per use)
+  // bf16 (TMA): [buffer][column block] landed, a phase per use of the buffer.
+  __shared__ __align__(8) unsigned long long s_full[kTma ? 2 * kColBlocks : 1];
   // 128-byte swizzle atoms must sit on 1024-byte boundaries (descriptor base offset 0).
   unsigned char* const smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   const float kInf = __int_as_float(0x7f800000);
@@ -44,8 +46,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   const int quad_row = lane >> 2;
   const u32 full_addr = smem_addr(&s_full[0]);
   if (kTma && tid == 0) {
-    mbarrier_init(full_addr, 1);
-    mbarrier_init(full_addr + 8, 1);
+#pragma unroll
+    for (int i = 0; i < 2 * kColBlocks; ++i) mbarrier_init(full_addr + 8 * i, 1);
     fence_mbarrier_init();
   }
 
@@ -65,6 +67,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   const float logit_scale_log2 = args.sm_scale * q_scale * kv_scale * kLog2e;
 
   const int* const table_row = args.block_table + (long long)b * args.block_table_stride;
+  const u32 raw_addr = smem_addr(smem + kRawOff);
+  const TmaTileLoader tma{&kv_map, table_row, split_begin, split_end, kTma ? l2_evict_first_policy() : 0ull};
   const TileLoader loader{static_cast<const unsigned char*>(args.kv_cache),
                           table_row,
                           args.kv_stride_page,
@@ -72,14 +76,24 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                           max_len,
                           split_begin,
                           split_end};
-  const TmaTileLoader tma{&kv_map, table_row, split_begin, split_end, kTma ? l2_evict_first_policy() : 0ull};
-  int next_pages[TmaTileLoader::kPagesPerTile];  // thread 0: the next tile's page ids, read a tile ahead
-  const u32 raw_addr = smem_addr(smem + kRawOff);
+  // Compute-bound bf16 specs (kSeesaw): splits of more than kSeesawMinTiles tiles run the
+  // seesaw (mla/hopper_seesaw.cuh); shorter ones, and every other spec, the per-tile
+  // schedule below, both warpgroups on each tile, whose chain per tile is shorter where a
+  // split is all latency (m13, docs/MLA_HOPPER_NOTES.md).
+  const bool seesaw = kSeesaw && num_tiles > kSeesawMinTiles;
+  int next_pages[TmaTileLoader::kPagesPerTile];  // per-tile TMA, thread 0: the next tile's page ids
   if constexpr (kTma) {
     if (tid == 0 && num_tiles > 0) {
-      tma.pages(0, next_pages);
-      tma.issue(next_pages, raw_addr, full_addr);
-      if (num_tiles > 1) tma.pages(1, next_pages);
+      if (seesaw) {  // the first two tiles, whole
+        for (int t = 0; t < 2; ++t) {
+          tma.pages(t, next_pages);
+          tma.issue_cols<0, kColBlocks>(next_pages, raw_addr + t * kStageBytes, full_addr + t * kColBlocks * 8);
+        }
+      } else {
+        tma.pages(0, next_pages);
+        tma.issue(next_pages, raw_addr, full_addr);
+        if (num_tiles > 1) tma.pages(1, next_pages);
+      }
     }
   } else {
     if (num_tiles > 0) loader.issue(0, raw_addr, tid);
@@ -104,43 +118,63 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < kAccTiles; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
 
   const u32 q_addr = smem_addr(smem + kQOff);
-  const Exchange xchg(smem);
-  for (int it = 0; it < num_tiles; ++it) {
-    u32 tile_addr = raw_addr + (it & 1) * kStageBytes;
-    if constexpr (kTma) {
-      // Stage (it + 1) & 1 was freed by the barrier that ended tile it - 1.
-      if (tid == 0 && it + 1 < num_tiles) {
-        tma.issue(next_pages, raw_addr + ((it + 1) & 1) * kStageBytes, full_addr + ((it + 1) & 1) * 8);
-        if (it + 2 < num_tiles) tma.pages(it + 2, next_pages);
-      }
-      __syncwarp();  // warp 0 converged again before its wgmmas (.sync.aligned)
-      mbarrier_wait_parity(full_addr + (it & 1) * 8, (it >> 1) & 1);
-      const int valid = split_end - (split_begin + it * kTile);
-      if (valid < kTile) {  // the split's last tile, once per CTA at most
-        zero_tile_tail(smem + kRawOff + (it & 1) * kStageBytes, valid, tid);
-        fence_proxy_async();
-        __syncthreads();
-      }
-    } else {
-      if (it + 1 < num_tiles) loader.issue(it + 1, raw_addr + ((it + 1) & 1) * kStageBytes, tid);
-      cp_async_commit();
-      cp_async_wait<1>();  // tile it landed (this thread's copies)
-      if constexpr (kFp8Cache) {
-        __syncthreads();  // every thread's copies of tile it landed
+  if (seesaw) {
+    SeesawSmem sm;
+    sm.base = smem;
+    sm.q = q_addr;
+    sm.p0 = smem_addr(smem + kP0Off);
+    sm.p1 = q_addr + kRopeBlock * kR * 128;
+    sm.buf[0] = raw_addr, sm.buf[1] = raw_addr + kStageBytes;
+    sm.max = reinterpret_cast<float*>(smem + kStatsOff);
+    sm.scale0 = sm.max + kR;
+    sm.scale1 = sm.scale0 + kR;
+    sm.bars = full_addr;
+    if (tid < kR) sm.max[tid] = -kInf;
+    __syncthreads();
+    seesaw_split(st, sm, tma, SeesawSplit{num_tiles, split_begin, split_end, draft_begin, logit_scale_log2}, wg, rt,
+                 lane);
+    __syncthreads();  // every wgmma and copy is done: the buffers are free
+    st.row_max[0] = sm.max[rt * 16 + quad_row];
+    st.row_max[1] = sm.max[rt * 16 + quad_row + 8];
+    add_other_sums(st, reinterpret_cast<float*>(smem + kRawOff), wg, tid & 127);
+  } else {
+    const Exchange xchg(smem);
+    for (int it = 0; it < num_tiles; ++it) {
+      u32 tile_addr = raw_addr + (it & 1) * kStageBytes;
+      if constexpr (kTma) {
+        // Stage (it + 1) & 1 was freed by the barrier that ended tile it - 1; stage s
+        // completes on barrier s (the seesaw's first two, otherwise unused here).
+        if (tid == 0 && it + 1 < num_tiles) {
+          tma.issue(next_pages, raw_addr + ((it + 1) & 1) * kStageBytes, full_addr + ((it + 1) & 1) * 8);
+          if (it + 2 < num_tiles) tma.pages(it + 2, next_pages);
+        }
+        __syncwarp();  // warp 0 converged again before its wgmmas (.sync.aligned)
+        mbarrier_wait_parity(full_addr + (it & 1) * 8, (it >> 1) & 1);
+        const int valid = split_end - (split_begin + it * kTile);
+        if (valid < kTile) {  // the split's last tile, once per CTA at most
+          zero_tile_tail(smem + kRawOff + (it & 1) * kStageBytes, valid, tid);
+          fence_proxy_async();
+          __syncthreads();
+        }
+      } else {
+        if (it + 1 < num_tiles) loader.issue(it + 1, raw_addr + ((it + 1) & 1) * kStageBytes, tid);
+        cp_async_commit();
+        cp_async_wait<1>();  // tile it landed (this thread's copies)
+        __syncthreads();     // every thread's copies of tile it landed
         convert_tile(smem + kRawOff + (it & 1) * kStageBytes, smem + kTile16Off, tid);
         tile_addr = smem_addr(smem + kTile16Off);
+        fence_proxy_async();  // cp.async / st.shared writes -> visible to wgmma (async proxy)
+        __syncthreads();
       }
-      fence_proxy_async();  // cp.async / st.shared writes -> visible to wgmma (async proxy)
-      __syncthreads();
+      float s[kHalfKeys / 8][4];
+      qk_wgmma(s, q_addr, tile_addr, wg);
+      pv_wgmma(st, s, tile_addr, wg, rt, xchg, split_begin + it * kTile, split_end, draft_begin, logit_scale_log2,
+               lane);
+      __syncthreads();  // every warpgroup is done with this stage, the bf16 tile and the exchange
     }
-    float s[kHalfKeys / 8][4];
-    qk_wgmma(s, q_addr, tile_addr, wg);
-    pv_wgmma(st, s, tile_addr, wg, rt, xchg, split_begin + it * kTile, split_end, draft_begin, logit_scale_log2,
-             lane);
-    __syncthreads();  // every warpgroup is done with this stage, the bf16 tile and the exchange
+    if constexpr (!kTma) cp_async_wait<0>();
+    add_other_sums(st, reinterpret_cast<float*>(xchg.p), wg, tid & 127);  // the P buffer is free after the last tile
   }
-  if constexpr (!kTma) cp_async_wait<0>();
-  add_other_sums(st, xchg, wg, tid & 127);
 
   finish_rows(args, st, smem, &s_is_last, split, rb, b, rt, wg, kv_scale, lane);
 }

@@ -31,8 +31,21 @@ constexpr int kTile16Bytes = kTile * kQk * 2;
 constexpr int kQOff = 0;
 constexpr int kRawOff = kQOff + kQBytes;
 constexpr int kTile16Off = kRawOff + kStages * kStageBytes;  // fp8 cache only
-constexpr int kXchgOff = kTile16Off + (kFp8Cache ? kTile16Bytes : 0);  // the warpgroups' exchange
-constexpr int kSmemEnd = kXchgOff + xqajit_mla_hopper_exchange_bytes(kTile);
+constexpr int kXchgOff = kTile16Off + (kFp8Cache ? kTile16Bytes : 0);  // fp8: the warpgroups' exchange
+constexpr int kP0Off = kTile16Off;                                      // bf16: the seesaw's P0 and row stats
+constexpr int kStatsOff = kP0Off + kR * kTile * 2;
+constexpr int kSmemEnd =
+    kTma ? kP0Off + xqajit_mla_hopper_seesaw_bytes(kTile) : kXchgOff + xqajit_mla_hopper_exchange_bytes(kTile);
+
+// bf16 and two row blocks or more (the compute-bound MLA: each tile is read by two CTAs,
+// the second from L2): a split of more tiles than kSeesawMinTiles runs the seesaw, a
+// shorter one the per-tile schedule. One row block (H <= 64 at q_len 1) is memory-bound
+// and keeps the per-tile schedule, whose whole tile of copy lead reads closer to the
+// copy rate on an H100 (session 21 runs 1-2, docs/MLA_HOPPER_NOTES.md m13).
+constexpr bool kSeesaw = kTma && kRows >= 2 * kR;
+constexpr int kSeesawMinTiles = 8;
+static_assert(!kTma || kXchgOff + xqajit_mla_hopper_exchange_bytes(kTile) <= kSmemEnd,
+              "the per-tile schedule's exchange fits in the seesaw's shared state");
 
 static_assert(kHeads == 16 || kHeads == 32 || kHeads == 64 || kHeads == 128, "HEAD_GRP_SIZE: 16, 32, 64, 128");
 static_assert(kQLen >= 1 && kQLen <= 4, "SPEC_Q_SEQ_LEN: 1 to 4");

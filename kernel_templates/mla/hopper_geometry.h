@@ -30,9 +30,17 @@ constexpr int xqajit_mla_hopper_exchange_bytes(int kv_tile) {
   return 2 * kXqajitMlaHopperRows * 4 + kXqajitMlaHopperRows * kv_tile * 2;
 }
 
+// The seesaw's shared state (bf16 cache, mla/hopper_seesaw.cuh): warpgroup 0's P
+// (64 rows x kv_tile bf16; warpgroup 1's P goes where Q's rope block was), then the
+// running row max and the two rescale factors, 64 floats each.
+constexpr int xqajit_mla_hopper_seesaw_bytes(int kv_tile) {
+  return kXqajitMlaHopperRows * kv_tile * 2 + 3 * kXqajitMlaHopperRows * 4;
+}
+
 constexpr int xqajit_mla_hopper_smem(int kv_tile, int cache_bytes, int stages) {
   return 1024 + kXqajitMlaHopperRows * XQAJIT_MLA_QK_DIM * 2 + stages * kv_tile * XQAJIT_MLA_QK_DIM * cache_bytes +
-         (cache_bytes == 1 ? kv_tile * XQAJIT_MLA_QK_DIM * 2 : 0) + xqajit_mla_hopper_exchange_bytes(kv_tile);
+         (cache_bytes == 1 ? kv_tile * XQAJIT_MLA_QK_DIM * 2 + xqajit_mla_hopper_exchange_bytes(kv_tile)
+                           : xqajit_mla_hopper_seesaw_bytes(kv_tile));
 }
 
 constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int kv_tile, int cache_bytes,

@@ -70,6 +70,25 @@ struct TmaTileLoader {
       ids[j] = first + j * kPageSize < split_end ? table_row[(first + j * kPageSize) / kPageSize] : -1;
   }
 
+  // Column blocks kFirst..kLast-1 of the tile -> the buffer at `dst`, block cb completing
+  // on its own barrier at bars + 8 cb (the seesaw refills a buffer by the blocks each
+  // warpgroup has finished with, and S waits block by block).
+  template <int kFirst, int kLast>
+  __device__ __forceinline__ void issue_cols(const int (&ids)[kPagesPerTile], u32 dst, u32 bars) const {
+    u32 bytes = 0;
+#pragma unroll
+    for (int j = 0; j < kPagesPerTile; ++j) bytes += ids[j] >= 0 ? kPageSize * 128u : 0u;
+#pragma unroll
+    for (int cb = kFirst; cb < kLast; ++cb) {
+      mbarrier_arrive_expect_tx(bars + 8 * cb, bytes);
+#pragma unroll
+      for (int j = 0; j < kPagesPerTile; ++j)
+        if (ids[j] >= 0)
+          tma_load_3d(dst + cb * kTile * 128 + j * kPageSize * 128, *map, cb * kColBlock, 0, ids[j], bars + 8 * cb,
+                      policy);
+    }
+  }
+
   __device__ __forceinline__ void issue(const int (&ids)[kPagesPerTile], u32 dst, u32 bar) const {
     u32 bytes = 0;
 #pragma unroll
@@ -91,6 +110,17 @@ __device__ __forceinline__ void zero_tile_tail(unsigned char* tile, int valid, i
   constexpr int kChunks = kColBlocks * (kColBlock * 2 / 16);  // 16-byte chunks of a key row
   for (int i = valid * kChunks + tid; i < kTile * kChunks; i += kThreads) {
     const int key = i / kChunks, chunk = i % kChunks;
+    *reinterpret_cast<U32x4*>(tile + sw128_offset(key, chunk, kTile)) = U32x4{0, 0, 0, 0};
+  }
+}
+
+// Keys `valid`.. of column blocks kFirst..kLast-1 of a landed bf16 tile -> zeros, by the
+// 128 threads of one warpgroup (the seesaw: each zeroes the V blocks it reads itself).
+template <int kFirst, int kLast>
+__device__ __forceinline__ void zero_cols_tail(unsigned char* tile, int valid, int tid_wg) {
+  constexpr int kChunks = (kLast - kFirst) * (kColBlock * 2 / 16);
+  for (int i = valid * kChunks + tid_wg; i < kTile * kChunks; i += 128) {
+    const int key = i / kChunks, chunk = kFirst * (kColBlock * 2 / 16) + i % kChunks;
     *reinterpret_cast<U32x4*>(tile + sw128_offset(key, chunk, kTile)) = U32x4{0, 0, 0, 0};
   }
 }

@@ -54,6 +54,32 @@ struct RowMaxExchange {
   }
 };
 
+// Scores -> log2 units; keys from `key0` (this thread's columns of the accumulator
+// layout) that the row may not see -> -inf: past the split, or a draft its bits hide.
+template <int kN>
+__device__ __forceinline__ void scale_and_mask(float (&s)[kN][4], int key0, bool need_mask, int split_end,
+                                               int draft_begin, const unsigned (&bits)[2], float logit_scale_log2,
+                                               int quad_col) {
+  const float kInf = __int_as_float(0x7f800000);
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = s[n][e] * logit_scale_log2;
+      if (need_mask) {
+        const int key = key0 + n * 8 + 2 * quad_col + (e & 1);
+        x = mla::key_visible(key, split_end, draft_begin, bits[e >> 1]) ? x : -kInf;
+      }
+      s[n][e] = x;
+    }
+  }
+}
+
+// Does a tile starting at key `tile_start` hold keys some row may not see?
+__device__ __forceinline__ bool tile_needs_mask(int tile_start, int split_end, int draft_begin) {
+  return tile_start + kTile > split_end || (kQLen > 1 && tile_start + kTile > draft_begin);
+}
+
 // S(64 x this warpgroup's 32 keys) = Q K^T over the 576 dims.
 __device__ __forceinline__ void qk_wgmma(float (&s)[kHalfKeys / 8][4], u32 q_addr, u32 k_addr, int wg) {
   float(&d)[kHalfKeys / 2] = reinterpret_cast<float(&)[kHalfKeys / 2]>(s);
@@ -78,22 +104,10 @@ __device__ __forceinline__ void qk_wgmma(float (&s)[kHalfKeys / 8][4], u32 q_add
 __device__ __forceinline__ void pv_wgmma(RowState& st, float (&s)[kHalfKeys / 8][4], u32 v_addr, int wg, int rt,
                                          const Exchange& xchg, int tile_start, int split_end, int draft_begin,
                                          float logit_scale_log2, int lane) {
-  const float kInf = __int_as_float(0x7f800000);
   const int quad_col = lane & 3, quad_row = lane >> 2;
   const int tid_wg = rt * 32 + lane;
-  const bool need_mask = tile_start + kTile > split_end || (kQLen > 1 && tile_start + kTile > draft_begin);
-#pragma unroll
-  for (int n = 0; n < kHalfKeys / 8; ++n) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float x = s[n][e] * logit_scale_log2;
-      if (need_mask) {
-        const int key = tile_start + wg * kHalfKeys + n * 8 + 2 * quad_col + (e & 1);
-        x = mla::key_visible(key, split_end, draft_begin, st.bits[e >> 1]) ? x : -kInf;
-      }
-      s[n][e] = x;
-    }
-  }
+  scale_and_mask(s, tile_start + wg * kHalfKeys, tile_needs_mask(tile_start, split_end, draft_begin), split_end,
+                 draft_begin, st.bits, logit_scale_log2, quad_col);
   float corr[2];
   online_softmax_tile(s, st.row_max, st.row_sum, corr, RowMaxExchange{xchg.max, wg, rt * 16 + quad_row, quad_col});
   rescale_rows(st.acc, corr);
@@ -138,8 +152,8 @@ __device__ __forceinline__ void pv_wgmma(RowState& st, float (&s)[kHalfKeys / 8]
 
 // Each warpgroup summed its own keys of every row: add the other's (thread t of each
 // holds the same rows and columns), before the epilogue's quad sum.
-__device__ __forceinline__ void add_other_sums(RowState& st, const Exchange& xchg, int wg, int tid_wg) {
-  float* sums = reinterpret_cast<float*>(xchg.p);  // the P buffer is free after the last tile's barrier
+// `sums`: 2 x 128 x 2 floats of shared memory free for it.
+__device__ __forceinline__ void add_other_sums(RowState& st, float* sums, int wg, int tid_wg) {
   sums[(wg * 128 + tid_wg) * 2] = st.row_sum[0];
   sums[(wg * 128 + tid_wg) * 2 + 1] = st.row_sum[1];
   __syncthreads();
