@@ -1,19 +1,25 @@
-// MLA decode, hopper backend (sm_90a: wgmma + cp.async). One CTA = (split of
-// the sequence, 64-row block, request), two warpgroups: each computes S = Q K^T
-// for the 64 rows and its half of the tile's keys (wgmma m64n32k16, operands in
-// 128-byte-swizzled shared memory), the two share each row's max and their
-// halves of P through shared memory, and each accumulates O = P V for 256 of
-// the 512 output dims (wgmma m64n256k16, P from registers, V = the same K tile
-// read MN-major). Geometry: mla/hopper_geometry.h; pieces:
-// mla/hopper_loads.cuh (producer), mla/hopper_math.cuh (wgmma phases),
-// mla/hopper_epilogue.cuh (stores, split merge); PTX wrappers: common/wgmma.cuh.
+// MLA decode, hopper backend (sm_90a: wgmma + TMA / cp.async). One CTA = (split
+// of the sequence, 64-row block, request), two warpgroups, every operand in
+// 128-byte-swizzled shared memory; the K tile IS the V tile (read MN-major for
+// O = P V). Two schedules:
 //
-// Schedule (2 stages): tile i+1's copies are in flight while tile i is
-// computed. A bf16 cache's tiles come by TMA (m6): thread 0 issues tile i+1's
-// boxes as tile i starts, and every thread waits on tile i's mbarrier. An fp8
-// cache's come by cp.async from every thread, tile i is converted to bf16 in
-// shared memory, and a proxy fence + barrier make it visible to wgmma. A
-// barrier at the end of each tile frees its stage for the next issue.
+// Seesaw (bf16 cache, two row blocks or more: the compute-bound MLA, and splits
+// of more than kSeesawMinTiles tiles; mla/hopper_seesaw.cuh, m13): two tiles a
+// step, warpgroup 0 computes S on one and warpgroup 1 on the other, the row max
+// and each one's P cross through shared memory, each accumulates its 256 output
+// dims with both P, and the two buffers are refilled column block by column
+// block by TMA as their readers finish.
+//
+// Per tile (every other spec; mla/hopper_math.cuh): both warpgroups on each
+// tile, each S = Q K^T over half its keys (m64n32k16), the row max and P halves
+// exchanged, each O += P V over its 256 dims (m64n256k16, P from registers);
+// 2 stages, tile i+1 in flight while tile i is computed. A bf16 cache's tiles
+// come by TMA (m6: thread 0 issues a page's nine boxes, an mbarrier a stage); an
+// fp8 cache's by cp.async from every thread, converted to bf16 in shared memory
+// and made visible to wgmma by a proxy fence + barrier.
+//
+// Geometry: mla/hopper_geometry.h; pieces: mla/hopper_loads.cuh (producer),
+// mla/hopper_epilogue.cuh (stores, split merge); PTX: common/wgmma.cuh, common/tma.cuh.
 
 #include "common/mma.cuh"
 #include "common/paged_kv.cuh"
