@@ -95,14 +95,10 @@ KernelSpec decode_spec(const DecodeParams& p, const Arch& arch) {
 
 DecodeCacheBytes decode_cache_bytes(const DecodeParams& p) {
   validate(p);
-  if (p.num_pages == 0) return {};
   const Strides s = resolved_strides(p);
-  // The farthest element is the last head's last token of the last page, plus its row.
-  auto span = [&](std::int64_t page, std::int64_t token, std::int64_t head) {
-    const std::int64_t last = (p.num_pages - 1) * page + (p.page_size - 1) * token + (p.num_kv_heads - 1) * head;
-    return static_cast<std::size_t>(last + p.head_dim) * dtype_bytes(p.kv);
-  };
-  return {span(s.k_p, s.k_t, s.k_h), span(s.v_p, s.v_t, s.v_h)};
+  const int bytes = dtype_bytes(p.kv);
+  return {ops::cache_span_bytes(p, s.k_p, s.k_t, p.num_kv_heads, s.k_h, p.head_dim, bytes),
+          ops::cache_span_bytes(p, s.v_p, s.v_t, p.num_kv_heads, s.v_h, p.head_dim, bytes)};
 }
 
 void decode(Engine& engine, const DecodeParams& p, Stream stream) {

@@ -170,10 +170,8 @@ std::size_t mla_decode_workspace_size(const MlaDecodeParams& params, const Devic
 
 std::size_t mla_decode_cache_bytes(const MlaDecodeParams& p) {
   validate(p);
-  if (p.num_pages == 0) return 0;
-  const Strides s = resolved_strides(p);
-  const std::int64_t last = (p.num_pages - 1) * s.kv_p + (p.page_size - 1) * s.kv_t;
-  return static_cast<std::size_t>(last + kQkDim) * dtype_bytes(p.kv);
+  const Strides s = resolved_strides(p);  // one latent row per token: one "head"
+  return ops::cache_span_bytes(p, s.kv_p, s.kv_t, 1, 0, kQkDim, dtype_bytes(p.kv));
 }
 
 void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {

@@ -110,6 +110,18 @@ void check_row_strides(const char* op, const Params& p, const RowStrides& s, int
                 out.elems, out.elem_bytes, out.name);
 }
 
+/// Bytes of a paged cache a launch can read: from its pointer to the end of the last
+/// row (`row` elements) of the last head of page num_pages - 1, by the resolved strides;
+/// 0 when num_pages is 0 (unknown). The tuner copies this much to time cold caches.
+template <class Params>
+std::size_t cache_span_bytes(const Params& p, std::int64_t page_stride, std::int64_t token_stride, int heads,
+                             std::int64_t head_stride, int row, int elem_bytes) {
+  if (p.num_pages == 0) return 0;
+  const std::int64_t last =
+      (p.num_pages - 1) * page_stride + (p.page_size - 1) * token_stride + (heads - 1) * head_stride;
+  return static_cast<std::size_t>(last + row) * elem_bytes;
+}
+
 // --- the spec ---
 
 /// The spec fields every op's params give alike: dtypes in, page size, q_len, the

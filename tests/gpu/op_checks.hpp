@@ -21,6 +21,17 @@
 
 namespace xqajit::testing {
 
+/// Builds each case's problem in order (so their random draws come in that order) and
+/// hands it, with one stream for all, to `check(problem, stream)`.
+template <class Problem, class Case, class Check>
+void for_each_problem(const std::vector<Case>& cases, Check&& check) {
+  CudaStream stream;
+  for (const Case& c : cases) {
+    Problem pr(c, rng(), device());
+    check(pr, stream.get());
+  }
+}
+
 /// Compiles (or loads) every spec before the first launch; fails the test on any error.
 inline void prewarm_or_fail(const std::vector<KernelSpec>& specs, const char* what) {
   const auto results = engine().prewarm(specs, 0);

@@ -14,6 +14,7 @@
 #include "gpu/decode_problem.hpp"
 #include "gpu/op_checks.hpp"
 #include "gqa/hopper_geometry.h"
+#include "ops/paged_op.hpp"
 #include "xqajit/ops/decode.hpp"
 #include "gpu/gpu_session.hpp"
 #include "xqajit/runtime/engine.hpp"
@@ -241,11 +242,7 @@ TEST_CASE("decode matches the float64 reference across the family", "[gpu][decod
   const std::vector<DecodeCase> features = feature_cases();
   cases.insert(cases.end(), features.begin(), features.end());
   prewarm(cases);
-  CudaStream stream;
-  for (const DecodeCase& c : cases) {
-    DecodeProblem pr(c, rng(), device());
-    run_and_check(pr, stream.get());
-  }
+  for_each_problem<DecodeProblem>(cases, [](DecodeProblem& pr, cudaStream_t s) { run_and_check(pr, s); });
   stats().print("backend in/kv/out", "decode");
 }
 
@@ -278,13 +275,11 @@ TEST_CASE("adjacent KV heads launched as 2-CTA clusters match the reference", "[
     cases.push_back(c);
   }
   prewarm(cases);
-  CudaStream stream;
   int clustered = 0;
-  for (const DecodeCase& c : cases) {
-    DecodeProblem pr(c, rng(), device());
+  for_each_problem<DecodeProblem>(cases, [&](DecodeProblem& pr, cudaStream_t s) {
     clustered += decode_plan(pr.dev, device()).kv_head_cluster == 2;
-    run_and_check(pr, stream.get());
-  }
+    run_and_check(pr, s);
+  });
   std::fprintf(stderr, "cluster cases: %zu, launched as clusters: %d\n", cases.size(), clustered);
   const bool hopper_plans = device().best_arch().number() == 90 && cases[0].backend != Backend::portable;
   if (hopper_plans) CHECK(clustered == static_cast<int>(cases.size()));
@@ -319,22 +314,17 @@ TEST_CASE("splits launched as one cluster merge in shared memory and match the r
     cases.push_back(c);
   }
   prewarm(cases);
-  CudaStream stream;
   int clustered = 0, planned = 0;
-  for (const DecodeCase& c : cases) {
-    DecodeProblem pr(c, rng(), device());
+  for_each_problem<DecodeProblem>(cases, [&](DecodeProblem& pr, cudaStream_t s) {
     const DecodePlan plan = decode_plan(pr.dev, device());
     if (plan.split_cluster > 1) {
       ++planned;
-      LaunchConfig config;  // as decode() launches it
-      std::copy(plan.grid, plan.grid + 3, config.grid);
-      config.block[0] = plan.threads;
-      config.dynamic_smem = plan.smem_bytes;
+      LaunchConfig config = ops::launch_config(plan);  // as decode() launches it
       config.cluster[0] = static_cast<unsigned>(plan.split_cluster);
-      clustered += Driver::instance().clusters_fit(engine().kernel(plan.spec, device().ordinal, stream.get()), config);
+      clustered += Driver::instance().clusters_fit(engine().kernel(plan.spec, device().ordinal, s), config);
     }
-    run_and_check(pr, stream.get());
-  }
+    run_and_check(pr, s);
+  });
   std::fprintf(stderr, "split-cluster cases: %zu, planned as clusters: %d, launched as clusters: %d\n",
                cases.size(), planned, clustered);
   if (device().best_arch().number() == 90) {  // either backend
@@ -381,19 +371,17 @@ TEST_CASE("query rows split over several CTAs (cta_rows) match the reference", "
     cases.push_back(c);
   }
   prewarm(cases);
-  CudaStream stream;
   int row_blocked = 0, asked = 0;  // cases whose CTAs hold fewer rows than the kernel's N; asked so
-  for (const DecodeCase& c : cases) {
-    DecodeProblem pr(c, rng(), device());
+  for_each_problem<DecodeProblem>(cases, [&](DecodeProblem& pr, cudaStream_t s) {
     const DecodePlan plan = decode_plan(pr.dev, device());
-    if (c.cta_rows != 0) {
+    if (pr.c.cta_rows != 0) {
       REQUIRE(plan.spec.backend == Backend::hopper);  // asking for rows asks for it
-      CHECK(plan.spec.cta_rows == c.cta_rows);
+      CHECK(plan.spec.cta_rows == pr.c.cta_rows);
       ++asked;
     }
     row_blocked += plan.spec.cta_rows != 0;
-    run_and_check(pr, stream.get());
-  }
+    run_and_check(pr, s);
+  });
   std::fprintf(stderr, "row-block cases: %zu, in smaller row blocks than the default: %d (%d asked for)\n",
                cases.size(), row_blocked, asked);
   CHECK(asked >= 4);  // 8 of 12 ask; only a group-4 q_len-2 draw cannot

@@ -145,11 +145,7 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     cases.push_back(empty);
   }
   prewarm(cases);
-  CudaStream stream;
-  for (const MlaCase& c : cases) {
-    MlaProblem pr(c, rng(), device());
-    run_and_check(pr, stream.get());
-  }
+  for_each_problem<MlaProblem>(cases, run_and_check);
   stats().print("backend q/kv", "mla");
   std::fprintf(stderr, "split cases merged by the last CTA: %d, by a merge launch: %d\n", merged_by_last_cta,
                merged_by_launch);
