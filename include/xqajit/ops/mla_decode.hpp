@@ -23,7 +23,9 @@
 
 namespace xqajit {
 
-struct MlaDecodeParams {
+/// Everything one MLA decode launch reads: the tensors, shapes and scales below, and the
+/// launch knobs (LaunchKnobs: backend, kv_tile, num_splits, workspace, PDL).
+struct MlaDecodeParams : LaunchKnobs {
   // --- tensors (device pointers, 16-byte aligned) ---
   const void* q = nullptr;         ///< [batch, q_len, num_heads, 576], `input` dtype
   void* out = nullptr;             ///< [batch, q_len, num_heads, 512], bf16
@@ -58,16 +60,6 @@ struct MlaDecodeParams {
   float kv_scale = 1.f;       ///< dequantisation of an fp8 cache
   const float* q_scale_ptr = nullptr;   ///< device pointers win (graph replays can change them)
   const float* kv_scale_ptr = nullptr;
-
-  // --- variants ---
-  Backend backend = Backend::automatic;
-  int kv_tile = 0;            ///< 0 = the backend's default
-  int num_splits = 0;         ///< CTAs along the sequence; 0 = chosen from the device and shapes
-  void* workspace = nullptr;  ///< zeroed ONCE at allocation; never re-zeroed between launches
-  std::size_t workspace_bytes = 0;
-
-  /// Programmatic dependent launch on sm_90+ (see DecodeParams).
-  bool programmatic_dependent_launch = true;
 };
 
 /// Throws ArgumentError naming the first invalid field. Needs no GPU.
