@@ -143,11 +143,10 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
     return lookup_tile_pages<kPageSize, kTile, kCacheRowBytes / 16, kThreads>(kv_rows, split_begin + tile * kTile);
   };
   auto load_tile = [&](int tile, int stage, const Pages& pages) {
-    const u32 k_dst = smem_addr(kv_region + stage * kGeo.stage_bytes);
-    const u32 v_dst = k_dst + kTile * kCacheRowBytes;
-    for_each_tile_chunk<kPageSize, kCacheBytes, kTile, kCacheRowBytes / 16, kThreads>(
-        kv_rows, pages, split_begin + tile * kTile, split_end,
-        [&](int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src, bool valid) {
+    load_kv_tile<kThreads>(
+        kv_rows, pages, split_begin, split_end, tile, smem_addr(kv_region + stage * kGeo.stage_bytes),
+        [&](u32 k_dst, u32 v_dst, int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src,
+            bool valid) {
           if constexpr (kFp8Cache) {
             cp_async_16(k_dst + (u32)(tok * kCacheRowBytes + ((chunk ^ fp8_k_swizzle(tok)) << 4)), k_src, valid);
             cp_async_16(v_dst + (u32)(tok * kCacheRowBytes + ((chunk ^ fp8_v_swizzle(tok)) << 4)), v_src, valid);

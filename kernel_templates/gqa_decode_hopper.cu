@@ -124,13 +124,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
     return lookup_tile_pages<kPageSize, kTile, kRawRowBytes / 16, kThreads>(kv_rows, split_begin + tile * kTile);
   };
   auto load_tile = [&](int tile, int stage, const Pages& pages) {
-    const u32 k_dst = smem_addr(pipe + stage * kGeo.stage_bytes);
-    const u32 v_dst = k_dst + kTile * kRawRowBytes;
-    for_each_tile_chunk<kPageSize, kCacheBytes, kTile, kRawRowBytes / 16, kThreads>(
-        kv_rows, pages, split_begin + tile * kTile, split_end,
-        [&](int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src, bool valid) {
-          copy_kv_chunk(k_dst, v_dst, tok, chunk, k_src, v_src, valid);
-        });
+    load_kv_tile<kThreads>(kv_rows, pages, split_begin, split_end, tile, smem_addr(pipe + stage * kGeo.stage_bytes),
+                           [&](u32 k_dst, u32 v_dst, int tok, int chunk, const unsigned char* k_src,
+                               const unsigned char* v_src, bool valid) {
+                             copy_kv_chunk(k_dst, v_dst, tok, chunk, k_src, v_src, valid);
+                           });
   };
   Pages ahead = start_tile_pipeline<kStages>(lookup, load_tile);  // the next tile's pages, looked up early
 

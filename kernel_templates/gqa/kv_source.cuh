@@ -59,6 +59,21 @@ __device__ __forceinline__ bool key_visible(int key, int split_end, int window_l
   return visible;
 }
 
+// Tile `tile` of the split [begin, end) into the pipeline stage at k_dst (V after K's
+// kTile rows), for either backend: one 16-byte cp.async a chunk (zero-filled past end),
+// placed by `copy(k_dst, v_dst, tok, chunk, k_src, v_src, valid)` in the backend's layout.
+template <int kThreads, typename Pages, typename Copy>
+__device__ __forceinline__ void load_kv_tile(const PagedKvRows& kv, const Pages& pages, int begin, int end, int tile,
+                                             u32 k_dst, Copy&& copy) {
+  constexpr int kRowBytes = kHeadDim * kCacheBytes;  // local: a namespace constant would enter the PTX
+  const u32 v_dst = k_dst + kTile * kRowBytes;
+  for_each_tile_chunk<kPageSize, kCacheBytes, kTile, kRowBytes / 16, kThreads>(
+      kv, pages, begin + tile * kTile, end,
+      [&](int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src, bool valid) {
+        copy(k_dst, v_dst, tok, chunk, k_src, v_src, valid);
+      });
+}
+
 // Before pdl_wait(): L2 hints for the first kPrefetchKeys keys of this CTA's split,
 // from the length and table as they stand. args.prefetch_pages is 0 unless the
 // plan warms L2 (DecodePlan::l2_warmup: PDL split launches, num_pages given).
