@@ -118,18 +118,11 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
   };
   if constexpr (decltype(q_rows)::kEarly) load_q();
 
-  // ---- which keys this CTA reads --------------------------------------------
-  const int seq_len = clamped_seq_len(args.seq_lens, b, kv_rows.max_len);
-  const int draft_begin = seq_len - kQLen;  // the last q_len keys fall under the spec-dec mask
-  const SplitKeys keys = gqa_split_keys(args, seq_len, split);
-  const int split_begin = keys.begin, split_end = keys.end;
-  const int num_tiles = split_tile_count<kTile>(split_begin, split_end);
-
-  // ---- scales (device pointers win: graph replays may change them) ----------
-  const float q_scale = args.q_scale_ptr ? *args.q_scale_ptr : args.q_scale;
-  const float kv_scale = kFp8Cache ? (args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale) : 1.f;
-  const float rcp_out = kFp8Out ? (args.rcp_out_scale_ptr ? *args.rcp_out_scale_ptr : args.rcp_out_scale)
-                                : 1.f;
+  // ---- which keys this CTA reads, and the scales (gqa/kv_source.cuh) ----------
+  const CtaWork work = gqa_cta_work(args, kv_rows, b, split);
+  const int seq_len = work.seq_len, draft_begin = work.draft_begin;
+  const int split_begin = work.begin, split_end = work.end, num_tiles = work.num_tiles;
+  const float q_scale = work.q_scale, kv_scale = work.kv_scale, rcp_out = work.rcp_out;
   // fp8 with a bf16 Q: Q is converted to fp16 with its scale folded in (q_prescale).
   const float q_softmax = q_scale * rsqrtf((float)kHeadDim) * kLog2e;
   const bool prescale_q = kFp8Cache && !kFp16;
@@ -143,11 +136,10 @@ extern "C" __global__ void __launch_bounds__(kThreads) xqajit_gqa_decode(const X
     return lookup_tile_pages<kPageSize, kTile, kCacheRowBytes / 16, kThreads>(kv_rows, split_begin + tile * kTile);
   };
   auto load_tile = [&](int tile, int stage, const Pages& pages) {
-    const u32 k_dst = smem_addr(kv_region + stage * kGeo.stage_bytes);
-    const u32 v_dst = k_dst + kTile * kCacheRowBytes;
-    for_each_tile_chunk<kPageSize, kCacheBytes, kTile, kCacheRowBytes / 16, kThreads>(
-        kv_rows, pages, split_begin + tile * kTile, split_end,
-        [&](int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src, bool valid) {
+    load_kv_tile<kThreads>(
+        kv_rows, pages, split_begin, split_end, tile, smem_addr(kv_region + stage * kGeo.stage_bytes),
+        [&](u32 k_dst, u32 v_dst, int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src,
+            bool valid) {
           if constexpr (kFp8Cache) {
             cp_async_16(k_dst + (u32)(tok * kCacheRowBytes + ((chunk ^ fp8_k_swizzle(tok)) << 4)), k_src, valid);
             cp_async_16(v_dst + (u32)(tok * kCacheRowBytes + ((chunk ^ fp8_v_swizzle(tok)) << 4)), v_src, valid);

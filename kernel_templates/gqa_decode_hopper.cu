@@ -95,18 +95,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
   };
   if constexpr (decltype(q_rows)::kEarly) load_q();
 
-  // ---- which keys this CTA reads (as the portable kernel) ---------------------
-  const int seq_len = clamped_seq_len(args.seq_lens, b, kv_rows.max_len);
-  const int draft_begin = seq_len - kQLen;
-  const SplitKeys keys = gqa_split_keys(args, seq_len, split);
-  const int split_begin = keys.begin, split_end = keys.end;
-  const int num_tiles = split_tile_count<kTile>(split_begin, split_end);
-
-  // ---- scales (device pointers win: graph replays may change them) ----------
-  const float q_scale = args.q_scale_ptr ? *args.q_scale_ptr : args.q_scale;
-  const float kv_scale = kFp8Cache ? (args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale) : 1.f;
-  const float rcp_out = kFp8Out ? (args.rcp_out_scale_ptr ? *args.rcp_out_scale_ptr : args.rcp_out_scale)
-                                : 1.f;
+  // ---- which keys this CTA reads, and the scales (gqa/kv_source.cuh) ----------
+  const CtaWork work = gqa_cta_work(args, kv_rows, b, split);
+  const int seq_len = work.seq_len, draft_begin = work.draft_begin;
+  const int split_begin = work.begin, split_end = work.end, num_tiles = work.num_tiles;
+  const float q_scale = work.q_scale, kv_scale = work.kv_scale, rcp_out = work.rcp_out;
   // A bf16 Q meets an fp8 cache as fp16 (kMmaF16), so it is converted anyway: the
   // conversion also folds in both scales and S^T needs no multiply per score (q_len 8:
   // 32 FMULs a tile per thread; KERNEL_NOTES h24). An fp16 Q stays exact.
@@ -124,13 +117,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
     return lookup_tile_pages<kPageSize, kTile, kRawRowBytes / 16, kThreads>(kv_rows, split_begin + tile * kTile);
   };
   auto load_tile = [&](int tile, int stage, const Pages& pages) {
-    const u32 k_dst = smem_addr(pipe + stage * kGeo.stage_bytes);
-    const u32 v_dst = k_dst + kTile * kRawRowBytes;
-    for_each_tile_chunk<kPageSize, kCacheBytes, kTile, kRawRowBytes / 16, kThreads>(
-        kv_rows, pages, split_begin + tile * kTile, split_end,
-        [&](int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src, bool valid) {
-          copy_kv_chunk(k_dst, v_dst, tok, chunk, k_src, v_src, valid);
-        });
+    load_kv_tile<kThreads>(kv_rows, pages, split_begin, split_end, tile, smem_addr(pipe + stage * kGeo.stage_bytes),
+                           [&](u32 k_dst, u32 v_dst, int tok, int chunk, const unsigned char* k_src,
+                               const unsigned char* v_src, bool valid) {
+                             copy_kv_chunk(k_dst, v_dst, tok, chunk, k_src, v_src, valid);
+                           });
   };
   Pages ahead = start_tile_pipeline<kStages>(lookup, load_tile);  // the next tile's pages, looked up early
 

@@ -43,6 +43,30 @@ __device__ __forceinline__ SplitKeys gqa_split_keys(const XqajitDecodeArgs& args
   return SplitKeys{begin, end < seq_len ? end : seq_len};
 }
 
+// What a CTA of either backend reads once the upstream kernel is done (after
+// pdl_wait()): its request's length (clamped to the table), where the drafts begin
+// (the last q_len keys fall under the spec-dec mask), its split's keys and tiles, and
+// the caller's scales (device pointers win: graph replays may change them; kv_scale only
+// for an fp8 cache, rcp_out only for fp8 output, 1 otherwise).
+struct CtaWork {
+  int seq_len, draft_begin, begin, end, num_tiles;
+  float q_scale, kv_scale, rcp_out;
+};
+__device__ __forceinline__ CtaWork gqa_cta_work(const XqajitDecodeArgs& args, const PagedKvRows& kv, int b,
+                                                int split) {
+  CtaWork w;
+  w.seq_len = clamped_seq_len(args.seq_lens, b, kv.max_len);
+  w.draft_begin = w.seq_len - kQLen;
+  const SplitKeys keys = gqa_split_keys(args, w.seq_len, split);
+  w.begin = keys.begin;
+  w.end = keys.end;
+  w.num_tiles = split_tile_count<kTile>(w.begin, w.end);
+  w.q_scale = args.q_scale_ptr ? *args.q_scale_ptr : args.q_scale;
+  w.kv_scale = kFp8Cache ? (args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale) : 1.f;
+  w.rcp_out = kFp8Out ? (args.rcp_out_scale_ptr ? *args.rcp_out_scale_ptr : args.rcp_out_scale) : 1.f;
+  return w;
+}
+
 // Whether a query row sees key `key` of a tile that needs the per-key test: inside
 // the split, inside the row's window (from window_lo), and -- for a draft key, at
 // or past draft_begin -- set in the row's draft mask. Branch-free: bitwise terms, the
@@ -57,6 +81,21 @@ __device__ __forceinline__ bool key_visible(int key, int split_end, int window_l
     visible = visible & ((rel < 0) | (((draft_mask >> (rel & 31)) & 1u) != 0));
   }
   return visible;
+}
+
+// Tile `tile` of the split [begin, end) into the pipeline stage at k_dst (V after K's
+// kTile rows), for either backend: one 16-byte cp.async a chunk (zero-filled past end),
+// placed by `copy(k_dst, v_dst, tok, chunk, k_src, v_src, valid)` in the backend's layout.
+template <int kThreads, typename Pages, typename Copy>
+__device__ __forceinline__ void load_kv_tile(const PagedKvRows& kv, const Pages& pages, int begin, int end, int tile,
+                                             u32 k_dst, Copy&& copy) {
+  constexpr int kRowBytes = kHeadDim * kCacheBytes;  // local: a namespace constant would enter the PTX
+  const u32 v_dst = k_dst + kTile * kRowBytes;
+  for_each_tile_chunk<kPageSize, kCacheBytes, kTile, kRowBytes / 16, kThreads>(
+      kv, pages, begin + tile * kTile, end,
+      [&](int tok, int chunk, const unsigned char* k_src, const unsigned char* v_src, bool valid) {
+        copy(k_dst, v_dst, tok, chunk, k_src, v_src, valid);
+      });
 }
 
 // Before pdl_wait(): L2 hints for the first kPrefetchKeys keys of this CTA's split,

@@ -2,9 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <map>
 #include <memory>
-#include <mutex>
 
 #include "xqajit/error.hpp"
 
@@ -52,15 +50,6 @@ std::unique_ptr<NvrtcApi> load(const std::string& explicit_path) {
 
 }  // namespace
 
-const NvrtcApi& nvrtc_api(const std::string& explicit_path) {
-  // One load per path, kept for the process lifetime; a failed load is retried
-  // on the next call (the user may fix the path) and rethrown meanwhile.
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<NvrtcApi>> loaded;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& slot = loaded[explicit_path];
-  if (!slot) slot = load(explicit_path);
-  return *slot;
-}
+const NvrtcApi& nvrtc_api(const std::string& explicit_path) { return load_once(explicit_path, &load); }
 
 }  // namespace xqajit::detail

@@ -2,9 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <map>
 #include <memory>
-#include <mutex>
 
 #include "xqajit/error.hpp"
 
@@ -37,14 +35,7 @@ std::unique_ptr<CudaApi> load(const std::string& explicit_path) {
 
 }  // namespace
 
-const CudaApi& cuda_api(const std::string& explicit_path) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<CudaApi>> loaded;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& slot = loaded[explicit_path];
-  if (!slot) slot = load(explicit_path);
-  return *slot;
-}
+const CudaApi& cuda_api(const std::string& explicit_path) { return load_once(explicit_path, &load); }
 
 std::string cu_error_text(const CudaApi& api, CUresult res) {
   const char* text = nullptr;

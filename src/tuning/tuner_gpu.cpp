@@ -309,18 +309,12 @@ TunedChoice heuristic_choice(const MlaDecodeParams& params, const DeviceInfo& de
 
 std::optional<TuningEntry> tune_launch(Engine& engine, const DecodeParams& params, Stream stream,
                                        const TuneSettings& settings) {
-  return tune_params(
-      engine, params, stream, settings,
-      [](const DecodeParams& p, const DeviceInfo& d) { return decode_plan(p, d); },
-      [](Engine& e, const DecodeParams& p, Stream s) { decode(e, p, s); });
+  return tune_params(engine, params, stream, settings, &decode_plan, &decode);
 }
 
 std::optional<TuningEntry> tune_launch(Engine& engine, const MlaDecodeParams& params, Stream stream,
                                        const TuneSettings& settings) {
-  return tune_params(
-      engine, params, stream, settings,
-      [](const MlaDecodeParams& p, const DeviceInfo& d) { return mla_decode_plan(p, d); },
-      [](Engine& e, const MlaDecodeParams& p, Stream s) { mla_decode(e, p, s); });
+  return tune_params(engine, params, stream, settings, &mla_decode_plan, &mla_decode);
 }
 
 std::optional<TuningEntry> Engine::tune(const DecodeParams& params, Stream stream) {

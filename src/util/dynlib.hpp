@@ -1,6 +1,9 @@
 #pragma once
 /// A dlopen'ed shared library (move-only RAII) and the search that finds it.
 
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -38,5 +41,18 @@ class DynLib {
 std::vector<std::string> cuda_library_candidates(const std::string& explicit_path,
                                                  const std::vector<std::string>& sonames,
                                                  bool search_toolkit_dirs);
+
+/// The API table `load(path)` builds: one load per path, kept for the process lifetime
+/// and shared by every caller. A failed load is retried on the next call (the user may
+/// fix the path) and rethrown meanwhile.
+template <class Api>
+const Api& load_once(const std::string& path, std::unique_ptr<Api> (*load)(const std::string&)) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Api>> loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = loaded[path];
+  if (!slot) slot = load(path);
+  return *slot;
+}
 
 }  // namespace xqajit::detail

@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <functional>
 
 #include "gqa/hopper_geometry.h"
 #include "support/expect_error.hpp"
@@ -27,12 +26,9 @@ namespace {
 
 DecodeParams valid_params() {
   DecodeParams p;
-  p.q = fake<void>(0x10000);
-  p.out = fake<void>(0x20000);
+  xqajit::test::fake_shared_tensors(p);
   p.k_cache = fake<void>(0x30000);
   p.v_cache = fake<void>(0x40000);
-  p.block_table = fake<std::int32_t>(0x50000);
-  p.seq_lens = fake<std::int32_t>(0x60000);
   p.input = p.kv = p.output = DType::bf16;
   p.batch = 4;
   p.num_q_heads = 32;
@@ -44,12 +40,9 @@ DecodeParams valid_params() {
   return p;
 }
 
-void expect_rejected(const std::function<void(DecodeParams&)>& mutate, const std::string& field) {
-  DecodeParams p = valid_params();
-  mutate(p);
-  INFO("field " << field);
-  CHECK_THROWS_AS(validate(p), ArgumentError);
-  CHECK_THROWS_WITH(validate(p), Catch::Contains(field));
+template <class Mutate>
+void expect_rejected(Mutate&& mutate, const std::string& field) {
+  xqajit::test::expect_rejected(valid_params(), mutate, field);
 }
 
 }  // namespace

@@ -13,6 +13,16 @@ T* fake(std::uintptr_t a) {
   return reinterpret_cast<T*>(a);
 }
 
+/// The tensors every op's params name alike (q, out, block_table, seq_lens) at fake,
+/// 16-byte aligned addresses; the op's caches go at 0x30000 and up.
+template <class Params>
+void fake_shared_tensors(Params& p) {
+  p.q = fake<void>(0x10000);
+  p.out = fake<void>(0x20000);
+  p.block_table = fake<std::int32_t>(0x50000);
+  p.seq_lens = fake<std::int32_t>(0x60000);
+}
+
 inline DeviceInfo fake_device(const char* name, int cc_major, int sm_count, int smem_optin) {
   DeviceInfo d;
   d.name = name;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "support/reference.hpp"
+#include "support/softmax_reference.hpp"
 
 namespace xqajit::testing {
 
@@ -35,33 +36,22 @@ std::vector<double> reference_mla_decode(const MlaDecodeParams& p) {
     const int drafts = L - Q;  // keys drafts..L-1 are the q_len new tokens
     auto row = [&](int t, int h, std::vector<double>& scores, std::vector<double>& qv, std::vector<double>& acc) {
       for (int d = 0; d < kQk; ++d) qv[d] = load_element(p.input, p.q, b * q_b + t * q_t + h * q_h + d);
-      double m = -INFINITY;
-      for (int j = 0; j < L; ++j) {
-        bool visible = true;
-        if (j >= drafts) {
-          const int bit = j - drafts;
-          visible = p.spec_mask ? ((p.spec_mask[std::int64_t(b) * Q + t] >> bit) & 1u) != 0 : bit <= t;
-        }
-        if (!visible) {
-          scores[j] = -INFINITY;
-          continue;
-        }
+      auto visible = [&](int j) {
+        if (j < drafts) return true;
+        const int bit = j - drafts;
+        return p.spec_mask ? ((p.spec_mask[std::int64_t(b) * Q + t] >> bit) & 1u) != 0 : bit <= t;
+      };
+      auto dot = [&](int j) {
         const double* k = &kv[std::size_t(j) * kQk];
         double s = 0;
         for (int d = 0; d < kQk; ++d) s += qv[d] * k[d];
-        scores[j] = s * logit_scale;
-        m = std::max(m, scores[j]);
-      }
+        return s;
+      };
+      const double m = masked_scores(L, visible, dot, logit_scale, scores);
       if (m == -INFINITY) return;  // no visible key: zeros
-      double denom = 0;
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int j = 0; j < L; ++j) {
-        if (scores[j] == -INFINITY) continue;
-        const double w = std::exp(scores[j] - m);
-        denom += w;
-        const double* v = &kv[std::size_t(j) * kQk];
-        for (int d = 0; d < kV; ++d) acc[d] += w * v[d];
-      }
+      // V is the first 512 values of each latent row.
+      auto value = [&](int j, int d) { return kv[std::size_t(j) * kQk + d]; };
+      const double denom = softmax_weighted_sum(L, scores, m, kV, value, acc);
       double* o = &out[((std::size_t(b) * Q + t) * H + h) * kV];
       for (int d = 0; d < kV; ++d) o[d] = acc[d] / denom * kv_scale;
     };

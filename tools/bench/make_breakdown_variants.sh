@@ -55,8 +55,8 @@ PY
 }
 variant() { variant_in gqa_decode_hopper.cu "$@"; }
 after_pdl=$'  if constexpr (!kLateTrigger) pdl_launch_dependents();\n'  # a CTA that returns here counts as triggered
-split_keys=$'  const int split_begin = keys.begin, split_end = keys.end;\n'
-empty_split=$'  const int split_begin = keys.begin, split_end = keys.begin;\n'
+split_keys=$'  const int split_begin = work.begin, split_end = work.end, num_tiles = work.num_tiles;\n'
+empty_split=$'  const int split_begin = work.begin, split_end = work.begin, num_tiles = 0;\n'
 merge=$'  if (!multi) return trace.finish(num_tiles);\n'
 variant diag_launch "${after_pdl}=>${after_pdl}  if (args.batch > 0) return;"$'\n'
 variant diag_noloop "${split_keys}=>${empty_split}"

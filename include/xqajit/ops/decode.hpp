@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "xqajit/runtime/driver.hpp"
+#include "xqajit/ops/launch_plan.hpp"
 #include "xqajit/runtime/engine.hpp"
 #include "xqajit/spec/spec.hpp"
 #include "xqajit/tuning/tuning.hpp"
@@ -23,10 +24,11 @@ enum class KvLayout {
   hnd,  ///< [num_pages, num_kv_heads, page_size, head_dim]
 };
 
-/// Everything one decode launch reads. Pointers are device pointers (16-byte
-/// aligned); strides are in elements of the tensor's own dtype and 0 means "the
-/// contiguous default"; the head_dim axis is always contiguous.
-struct DecodeParams {
+/// Everything one decode launch reads: the tensors, shapes and scales below, and the
+/// launch knobs (LaunchKnobs). Pointers are device pointers (16-byte aligned); strides
+/// are in elements of the tensor's own dtype and 0 means "the contiguous default"; the
+/// head_dim axis is always contiguous.
+struct DecodeParams : LaunchKnobs {
   // --- tensors ---
   const void* q = nullptr;       ///< [batch, q_len, num_q_heads, head_dim], `input` dtype
   void* out = nullptr;           ///< [batch, q_len, num_q_heads, head_dim], `output` dtype
@@ -71,25 +73,10 @@ struct DecodeParams {
   const float* sinks = nullptr;  ///< [num_q_heads] fp32 attention sinks, or null
   const std::uint32_t* spec_mask = nullptr;  ///< [batch, q_len, ceil(q_len/32)] packed bits (LSB first)
 
-  // --- split-KV ---
-  int num_splits = 0;            ///< CTAs along the sequence; 0 = chosen from the device and shapes
-  int kv_tile = 0;               ///< KV tokens per pipeline step; 0 = the spec default
+  // --- split-KV (backend, kv_tile, num_splits, workspace, PDL: LaunchKnobs) ---
   /// Query rows per CTA of the hopper kernel (8, 16, 32, 64; KernelSpec::cta_rows); 0 =
   /// the plan's choice (planned_cta_rows). Non-zero needs backend hopper or auto on sm_90a.
   int cta_rows = 0;
-  /// Which kernel: auto (the plan's measured per-shape rule: hopper or portable on
-  /// sm_90a, portable elsewhere), portable (every arch) or hopper (sm_90a only).
-  Backend backend = Backend::automatic;
-  void* workspace = nullptr;     ///< zeroed ONCE at allocation; never re-zeroed between launches
-  std::size_t workspace_bytes = 0;
-
-  // --- launch ---
-  /// Programmatic dependent launch on sm_90+: this launch's CTAs may become
-  /// resident while the previous kernel in the stream drains; the kernel waits
-  /// (griddepcontrol.wait) before its first global read, so it sees every
-  /// upstream write. false: a plain stream-ordered launch. true: where the plan
-  /// measured it no slower (DecodePlan::programmatic_dependent_launch).
-  bool programmatic_dependent_launch = true;
 };
 
 /// Throws ArgumentError naming the first invalid field. Needs no GPU.
@@ -98,16 +85,9 @@ void validate(const DecodeParams& params);
 /// The kernel spec a decode with these params runs on `arch`.
 KernelSpec decode_spec(const DecodeParams& params, const Arch& arch);
 
-/// How a launch splits the sequence (the same plan decode() will use).
-struct DecodePlan {
-  KernelSpec spec;
-  int num_splits = 1;
-  int split_tokens = 0;          ///< keys per split
-  unsigned grid[3] = {1, 1, 1};
-  unsigned threads = 0;
-  unsigned smem_bytes = 0;
-  std::size_t workspace_bytes = 0;
-  ChoiceSource source = ChoiceSource::heuristic;  ///< where kv_tile / splits came from (tuning.hpp)
+/// How a launch splits the sequence (the same plan decode() will use): LaunchPlan's
+/// fields, and the launch options only decode has.
+struct DecodePlan : LaunchPlan {
   /// Whether the launch asks for programmatic dependent launch: the params' flag, on
   /// sm_90+, where it measured no slower -- split launches and 16-bit caches; one-split
   /// grids of an fp8 cache launch plainly (H200: 1-3.5 % faster so, docs/KERNEL_NOTES.md h13),

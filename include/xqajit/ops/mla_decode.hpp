@@ -16,13 +16,16 @@
 #include <cstdint>
 
 #include "xqajit/runtime/driver.hpp"
+#include "xqajit/ops/launch_plan.hpp"
 #include "xqajit/runtime/engine.hpp"
 #include "xqajit/spec/spec.hpp"
 #include "xqajit/tuning/tuning.hpp"
 
 namespace xqajit {
 
-struct MlaDecodeParams {
+/// Everything one MLA decode launch reads: the tensors, shapes and scales below, and the
+/// launch knobs (LaunchKnobs: backend, kv_tile, num_splits, workspace, PDL).
+struct MlaDecodeParams : LaunchKnobs {
   // --- tensors (device pointers, 16-byte aligned) ---
   const void* q = nullptr;         ///< [batch, q_len, num_heads, 576], `input` dtype
   void* out = nullptr;             ///< [batch, q_len, num_heads, 512], bf16
@@ -57,16 +60,6 @@ struct MlaDecodeParams {
   float kv_scale = 1.f;       ///< dequantisation of an fp8 cache
   const float* q_scale_ptr = nullptr;   ///< device pointers win (graph replays can change them)
   const float* kv_scale_ptr = nullptr;
-
-  // --- variants ---
-  Backend backend = Backend::automatic;
-  int kv_tile = 0;            ///< 0 = the backend's default
-  int num_splits = 0;         ///< CTAs along the sequence; 0 = chosen from the device and shapes
-  void* workspace = nullptr;  ///< zeroed ONCE at allocation; never re-zeroed between launches
-  std::size_t workspace_bytes = 0;
-
-  /// Programmatic dependent launch on sm_90+ (see DecodeParams).
-  bool programmatic_dependent_launch = true;
 };
 
 /// Throws ArgumentError naming the first invalid field. Needs no GPU.
@@ -75,17 +68,10 @@ void validate(const MlaDecodeParams& params);
 /// The kernel spec an MLA decode with these params runs on `arch` (backend resolved).
 KernelSpec mla_decode_spec(const MlaDecodeParams& params, const Arch& arch);
 
-/// How a launch maps onto the GPU (the same plan mla_decode() will use).
-struct MlaDecodePlan {
-  KernelSpec spec;            ///< normalized: backend and kv_tile resolved
-  int num_splits = 1;
-  int split_tokens = 0;
+/// How a launch maps onto the GPU (the same plan mla_decode() will use): LaunchPlan's
+/// fields, and the merge launch only MLA has.
+struct MlaDecodePlan : LaunchPlan {
   int rows_per_cta = 0;
-  unsigned grid[3] = {1, 1, 1};
-  unsigned threads = 0;
-  unsigned smem_bytes = 0;
-  std::size_t workspace_bytes = 0;
-  ChoiceSource source = ChoiceSource::heuristic;  ///< where kv_tile / splits came from (tuning.hpp)
   /// Splits merged by a second launch (xqajit_mla_merge: merge_grid x merge_threads,
   /// one CTA a row) instead of the last CTA of each (request, row block).
   bool merge_launch = false;
