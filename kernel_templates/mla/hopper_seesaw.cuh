@@ -176,17 +176,32 @@ __device__ __forceinline__ void exponentiate(float (&s)[8][4], const float (&bas
 // A max that is still -inf (no key seen) exponentiates against 0: never -inf - -inf.
 __device__ __forceinline__ float exp_base(float m) { return m == -__int_as_float(0x7f800000) ? 0.f : m; }
 
+// What a step knows of its tiles (a = 2j, b = a + 1) and of the next two, which it
+// refills: which exist, the next tiles' barrier parity, and (the issuing thread) their
+// page ids, read at the step's start so the table's latency hides under the softmax.
+struct SeesawStep {
+  bool has_b, has_a2, has_b2;
+  u32 next_parity;
+  int ids_a2[TmaTileLoader::kPagesPerTile], ids_b2[TmaTileLoader::kPagesPerTile];
+  __device__ SeesawStep(const TmaTileLoader& tma, const SeesawSplit& sp, int a, bool issuer)
+      : has_b(a + 1 < sp.num_tiles),
+        has_a2(a + 2 < sp.num_tiles),
+        has_b2(a + 3 < sp.num_tiles),
+        next_parity(((a >> 1) + 1) & 1) {
+    if (issuer) tma.pages(a + 2, ids_a2), tma.pages(a + 3, ids_b2);
+  }
+};
+
 // Warpgroup 0's step on tile a (its S in s) and tile b (warpgroup 1's).
 __device__ __forceinline__ void wg0_step(float (&s)[8][4], RowState& st, const SeesawSmem& sm,
                                          const TmaTileLoader& tma, const SeesawSplit& sp, const u32 (&q8)[4][4], int a,
                                          int rt, int lane) {
   const int tid_wg = rt * 32 + lane, r0 = rt * 16 + (lane >> 2);
   const bool issuer = tid_wg == 0;
-  const bool has_b = a + 1 < sp.num_tiles, has_a2 = a + 2 < sp.num_tiles, has_b2 = a + 3 < sp.num_tiles;
-  const u32 next_parity = ((a >> 1) + 1) & 1;
+  const SeesawStep step(tma, sp, a, issuer);
+  const bool has_b = step.has_b, has_a2 = step.has_a2, has_b2 = step.has_b2;
+  const u32 next_parity = step.next_parity;
   float(&o)[kWgDims / 2] = reinterpret_cast<float(&)[kWgDims / 2]>(st.acc);
-  int ids_a2[TmaTileLoader::kPagesPerTile], ids_b2[TmaTileLoader::kPagesPerTile];
-  if (issuer) tma.pages(a + 2, ids_a2), tma.pages(a + 3, ids_b2);
 
   // softmax(S_a) against the running max: max0, scale0.
   const int start_a = sp.split_begin + a * kTile;
@@ -231,7 +246,7 @@ __device__ __forceinline__ void wg0_step(float (&s)[8][4], RowState& st, const S
 
   // Warpgroup 1's max1 -> P_a for its P V, and our O onto max1.
   named_barrier_sync(kScale1Ready, kThreads);
-  if (issuer && has_a2) tma.issue_cols<0, kVBlocks>(ids_a2, sm.buf[0], sm.bar(0));  // blocks 0-3 of buf0 are read
+  if (issuer && has_a2) tma.issue_cols<0, kVBlocks>(step.ids_a2, sm.buf[0], sm.bar(0));  // blocks 0-3 of buf0 are read
   const float scale1[2] = {sm.scale1[r0], sm.scale1[r0 + 8]};
   pack_p(pa, s, scale1);
   store_p(sm.base + kP0Off, pa, rt, lane);
@@ -261,7 +276,7 @@ __device__ __forceinline__ void wg0_step(float (&s)[8][4], RowState& st, const S
     qk_blocks<0, kVBlocks>(d, sm.q, q8, sm.buf[0], sm.bar(0), next_parity);
   }
   wgmma_wait<kVBlocks>();  // P_b V_b is done (has_b2 implies S's 4 groups after it): buf1's blocks 0-3 are free
-  if (issuer && has_b2) tma.issue_cols<0, kVBlocks>(ids_b2, sm.buf[1], sm.bar(1));
+  if (issuer && has_b2) tma.issue_cols<0, kVBlocks>(step.ids_b2, sm.buf[1], sm.bar(1));
   if (has_a2) {
     qk_blocks<kVBlocks, kColBlocks>(d, sm.q, q8, sm.buf[0], sm.bar(0), next_parity);
   }
@@ -276,11 +291,10 @@ __device__ __forceinline__ void wg1_step(float (&s)[8][4], RowState& st, const S
                                          int rt, int lane) {
   const int tid_wg = rt * 32 + lane, r0 = rt * 16 + (lane >> 2);
   const bool issuer = tid_wg == 0;
-  const bool has_b = a + 1 < sp.num_tiles, has_a2 = a + 2 < sp.num_tiles, has_b2 = a + 3 < sp.num_tiles;
-  const u32 next_parity = ((a >> 1) + 1) & 1;
+  const SeesawStep step(tma, sp, a, issuer);
+  const bool has_b = step.has_b, has_a2 = step.has_a2, has_b2 = step.has_b2;
+  const u32 next_parity = step.next_parity;
   float(&o)[kWgDims / 2] = reinterpret_cast<float(&)[kWgDims / 2]>(st.acc);
-  int ids_a2[TmaTileLoader::kPagesPerTile], ids_b2[TmaTileLoader::kPagesPerTile];
-  if (issuer) tma.pages(a + 2, ids_a2), tma.pages(a + 3, ids_b2);
 
   // softmax(S_b) against max0: max1, scale1; O1 and the sums onto max1.
   const int start_b = sp.split_begin + (a + 1) * kTile;
@@ -341,9 +355,9 @@ __device__ __forceinline__ void wg1_step(float (&s)[8][4], RowState& st, const S
   named_barrier_arrive(kP1Ready, kThreads);
 
   wgmma_wait<1>();  // P_b V_b is done: buf1's blocks 4-8 are free
-  if (issuer && has_b2) tma.issue_cols<kVBlocks, kColBlocks>(ids_b2, sm.buf[1], sm.bar(1));
+  if (issuer && has_b2) tma.issue_cols<kVBlocks, kColBlocks>(step.ids_b2, sm.buf[1], sm.bar(1));
   wgmma_wait<0>();  // P_a V_a is done: buf0's blocks 4-8 are free
-  if (issuer && has_a2) tma.issue_cols<kVBlocks, kColBlocks>(ids_a2, sm.buf[0], sm.bar(0));
+  if (issuer && has_a2) tma.issue_cols<kVBlocks, kColBlocks>(step.ids_a2, sm.buf[0], sm.bar(0));
   wgmma_pin(o);
 
   float(&d)[32] = reinterpret_cast<float(&)[32]>(s);
