@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "gqa/hopper_geometry.h"
-#include "support/decode_fixture.hpp"
+#include "ops/decode_fixture.hpp"
 #include "support/expect_error.hpp"
 #include "support/fake_device.hpp"
 #include "xqajit/compile/compiler.hpp"
@@ -17,12 +17,7 @@
 #include "xqajit/error.hpp"
 
 using namespace xqajit;
-using xqajit::test::a100;
-using xqajit::test::fake;
-using xqajit::test::h100;
-using xqajit::test::rtx_sm120;
-using xqajit::test::spec_error;
-using xqajit::test::valid_params;
+using namespace xqajit::test;
 
 TEST_CASE("decode_spec and decode_plan derive the kernel and the split", "[decode]") {
   DecodeParams p = valid_params();

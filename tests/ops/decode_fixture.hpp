@@ -13,17 +13,13 @@ namespace xqajit::test {
 
 inline DecodeParams valid_params() {
   DecodeParams p;
-  xqajit::test::fake_shared_tensors(p);
+  fake_paged_call(p, 4, 64, 16, 100);
   p.k_cache = fake<void>(0x30000);
   p.v_cache = fake<void>(0x40000);
   p.input = p.kv = p.output = DType::bf16;
-  p.batch = 4;
   p.num_q_heads = 32;
   p.num_kv_heads = 8;
   p.head_dim = 128;
-  p.page_size = 64;
-  p.max_pages_per_seq = 16;
-  p.num_pages = 100;
   return p;
 }
 
