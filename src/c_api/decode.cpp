@@ -8,9 +8,8 @@ using namespace xqajit;
 
 namespace {
 
-struct DecodeAbi {
-  using Args = XqajitDecodeArgs;
-  using Params = DecodeParams;
+struct DecodeAbi
+    : c_api::OpBinding<XqajitDecodeArgs, DecodeParams, &decode, &decode_workspace_size, &decode_spec> {
   static constexpr const char* kName = "decode";
   static constexpr const char* kArgsName = "XqajitDecodeArgs";
 
@@ -32,12 +31,6 @@ struct DecodeAbi {
     p.sliding_window = a.sliding_window;
     p.sinks = a.sinks;
   }
-  static void run(Engine& engine, const Params& p, Stream stream) { decode(engine, p, stream); }
-  static std::size_t workspace_size(const Params& p, const DeviceInfo& device) {
-    return decode_workspace_size(p, device);
-  }
-  static KernelSpec spec(const Params& p, const Arch& arch) { return decode_spec(p, arch); }
-  static void validate(const Params& p) { xqajit::validate(p); }
 };
 
 }  // namespace

@@ -17,30 +17,24 @@ Backend backend_of(std::int32_t code) {
   }
 }
 
-struct MlaDecodeAbi {
-  using Args = XqajitMlaDecodeArgs;
-  using Params = MlaDecodeParams;
+struct MlaDecodeAbi : c_api::OpBinding<XqajitMlaDecodeArgs, MlaDecodeParams, &mla_decode,
+                                        &mla_decode_workspace_size, &mla_decode_spec> {
   static constexpr const char* kName = "mla_decode";
   static constexpr const char* kArgsName = "XqajitMlaDecodeArgs";
 
   static void fill(const Args& a, Params& p) {
+    p.backend = backend_of(a.backend);
     p.kv_cache = a.kv_cache;
     p.num_heads = a.num_heads;
     p.kv_stride_page = a.kv_stride_page;
     p.kv_stride_token = a.kv_stride_token;
     p.sm_scale = a.sm_scale;
-    p.backend = backend_of(a.backend);
-  }
-  static void run(Engine& engine, const Params& p, Stream stream) { mla_decode(engine, p, stream); }
-  static std::size_t workspace_size(const Params& p, const DeviceInfo& device) {
-    return mla_decode_workspace_size(p, device);
   }
   // MLA's spec query checks the whole call first (decode's does not): kept as it was.
   static KernelSpec spec(const Params& p, const Arch& arch) {
     xqajit::validate(p);
     return mla_decode_spec(p, arch);
   }
-  static void validate(const Params& p) { xqajit::validate(p); }
 };
 
 }  // namespace

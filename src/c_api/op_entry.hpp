@@ -5,15 +5,13 @@
 // op's c_api/<op>.cpp keeps only an OpAbi (its args struct, its own fields and names) and
 // XQAJIT_C_API_OP_ENTRY_POINTS(<op>, <Op>Abi).
 //
-// An OpAbi is a struct with
-//   using Args = XqajitFooArgs; using Params = FooParams;
+// An OpAbi is a struct deriving from
+//   OpBinding<XqajitFooArgs, FooParams, &foo, &foo_workspace_size, &foo_spec>
+// (its Args and Params, and run / workspace_size / spec / validate calling the launcher) with
 //   static constexpr const char* kName = "foo";           // messages: "foo: ..."
 //   static constexpr const char* kArgsName = "XqajitFooArgs";
 //   static void fill(const Args&, Params&);               // the op's own fields
-//   static void run(Engine&, const Params&, Stream);
-//   static std::size_t workspace_size(const Params&, const DeviceInfo&);
-//   static KernelSpec spec(const Params&, const Arch&);
-//   static void validate(const Params&);
+// and, where an op's entry point differs, its own run / workspace_size / spec / validate.
 
 #include <cstdint>
 #include <string>
@@ -23,6 +21,26 @@
 #include "xqajit/error.hpp"
 
 namespace xqajit::c_api {
+
+/// The op's validate(params), found by argument-dependent lookup in the op's header.
+template <class Params>
+void validate_params(const Params& p) {
+  validate(p);
+}
+
+/// An OpAbi's types (the binding's args struct, the op's params) and the launcher
+/// functions its four entry points call.
+template <class ArgsStruct, class ParamsStruct, void (*Launch)(Engine&, const ParamsStruct&, Stream),
+          std::size_t (*WorkspaceSize)(const ParamsStruct&, const DeviceInfo&),
+          KernelSpec (*Spec)(const ParamsStruct&, const Arch&)>
+struct OpBinding {
+  using Args = ArgsStruct;
+  using Params = ParamsStruct;
+  static void run(Engine& engine, const Params& p, Stream stream) { Launch(engine, p, stream); }
+  static std::size_t workspace_size(const Params& p, const DeviceInfo& device) { return WorkspaceSize(p, device); }
+  static KernelSpec spec(const Params& p, const Arch& arch) { return Spec(p, arch); }
+  static void validate(const Params& p) { validate_params(p); }
+};
 
 inline DType dtype_of(std::int32_t code, const char* op, const char* field) {
   switch (code) {

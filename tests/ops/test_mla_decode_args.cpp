@@ -24,13 +24,9 @@ namespace {
 
 MlaDecodeParams valid_params() {
   MlaDecodeParams p;
-  xqajit::test::fake_shared_tensors(p);
+  xqajit::test::fake_paged_call(p, 8, 64, 64, 1000);
   p.kv_cache = fake<void>(0x30000);
-  p.batch = 8;
   p.num_heads = 128;
-  p.page_size = 64;
-  p.max_pages_per_seq = 64;
-  p.num_pages = 1000;
   p.sm_scale = 0.0721687836f;
   return p;
 }

@@ -13,14 +13,19 @@ T* fake(std::uintptr_t a) {
   return reinterpret_cast<T*>(a);
 }
 
-/// The tensors every op's params name alike (q, out, block_table, seq_lens) at fake,
-/// 16-byte aligned addresses; the op's caches go at 0x30000 and up.
+/// The part of a valid call every op's params spell alike: q, out, block_table and
+/// seq_lens at fake, 16-byte aligned addresses (the op's caches go at 0x30000 and up),
+/// `batch` requests of up to `pages_per_seq` pages of `page_size` keys, `num_pages` pages.
 template <class Params>
-void fake_shared_tensors(Params& p) {
+void fake_paged_call(Params& p, int batch, int page_size, int pages_per_seq, int num_pages) {
   p.q = fake<void>(0x10000);
   p.out = fake<void>(0x20000);
   p.block_table = fake<std::int32_t>(0x50000);
   p.seq_lens = fake<std::int32_t>(0x60000);
+  p.batch = batch;
+  p.page_size = page_size;
+  p.max_pages_per_seq = pages_per_seq;
+  p.num_pages = num_pages;
 }
 
 inline DeviceInfo fake_device(const char* name, int cc_major, int sm_count, int smem_optin) {

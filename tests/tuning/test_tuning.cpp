@@ -1,13 +1,17 @@
-// Tuning tables: bucketing, keys, nearest-bucket lookup, persistence (round
-// trip, corrupt and foreign files, concurrent writers), bundles, the engine's
-// snapshot. The tuner itself (candidates, selection, re-timing): test_tuner.cpp.
+// Tuning tables: bucketing, keys, nearest-bucket lookup (and its precomputed index
+// against a scan), persistence (round trip, corrupt and foreign files, concurrent
+// writers), bundles, the engine's snapshot. The tuner itself (candidates, selection,
+// re-timing): test_tuner.cpp.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -306,4 +310,52 @@ TEST_CASE("cli: prewarm and tune refuse an exploding spec set, naming the fields
   r = test::run_cli_line(env, "tune --show --json");
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("\"xqajit-tuning\"") != std::string::npos);
+}
+
+TEST_CASE("tuning: the precomputed index answers exactly like a scan of the group, for every bucket") {
+  std::mt19937 rng(7);
+  TuningTable t;
+  std::vector<TuningEntry> put_order;
+  for (int i = 0; i < 40; ++i) {
+    const int b = 1 << (rng() % 12);
+    const std::int64_t s = std::int64_t{1} << (rng() % 24);
+    TuningEntry e = entry(b, s, {16 << (rng() % 4), static_cast<int>(rng() % 5), Backend::portable});
+    t.put(e);
+    put_order.push_back(e);
+  }
+  KernelSpec other = gqa_spec();
+  other.group = 4;
+  t.put(entry(1, 1, {128, 16, Backend::hopper}, other));  // another group: never an answer for gqa_spec()
+  const TuningDevice d = h100();
+  for (int lb = 0; lb <= 11; ++lb)
+    for (int ls = 0; ls <= 42; ++ls) {
+      const std::int64_t batch = std::int64_t{1} << lb, seq = std::int64_t{1} << ls;
+      // The scan: smallest log2 distance among entries at most one batch step away; ties go
+      // to the entry that is in the table first; a nearest entry's splits scale with the batch.
+      const TuningEntry* best = nullptr;
+      int best_d = 1 << 30;
+      for (const auto& e : t.entries()) {
+        if (!same_group(e.key, TuningKey{d, gqa_spec(), 1, 1})) continue;
+        int eb = 0, es = 0;
+        while ((1 << eb) < e.key.batch) ++eb;
+        while ((std::int64_t{1} << es) < e.key.seq_len) ++es;
+        if (std::abs(eb - lb) > TuningTable::kNearestBatchSteps) continue;
+        const int dist = std::abs(eb - lb) + std::abs(es - std::min(ls, 40));
+        if (dist < best_d) best_d = dist, best = &e;
+      }
+      const TunedLookup r =
+          t.lookup(d.name, d.cc_major, d.cc_minor, d.sm_count, d.toolchain, gqa_spec(), batch, seq);
+      INFO("batch " << batch << " seq " << seq);
+      if (!best) {
+        CHECK(r.source == ChoiceSource::heuristic);
+        continue;
+      }
+      TunedChoice expect = best->winner;
+      if (best_d != 0 && expect.num_splits > 0)
+        expect.num_splits = std::max(1, static_cast<int>(std::lround(expect.num_splits *
+                                                                     static_cast<double>(best->key.batch) / batch)));
+      CHECK(r.choice == expect);
+      CHECK((r.source == ChoiceSource::tuned) == (best_d == 0 && ls <= 40));
+    }
+  CHECK(t.lookup(d.name, d.cc_major, d.cc_minor, d.sm_count, d.toolchain, other, 1, 1).choice.kv_tile == 128);
 }
