@@ -138,6 +138,10 @@ void validate_mla(const KernelSpec& s) {
   if (s.sliding_window) throw SpecError("sliding_window", "1", "0 (kind=mla)");
 }
 
+void validate_sparse(const KernelSpec& s) {
+  if (s.sparse && s.kind != Kind::mla) throw SpecError("sparse", "1", "0 (sparse=1 needs kind=mla)");
+}
+
 std::string backend_list(const std::vector<Backend>& v) {
   std::vector<std::string> names;
   for (Backend b : v) names.push_back(to_string(b));
@@ -154,6 +158,10 @@ void validate_backend(const KernelSpec& s) {
                                 s.arch.str(),
                                 s.backend == Backend::hopper ? "; hopper needs sm_90a" : ""));
   }
+  // Sparse MLA gathers rows by index: only the portable kernel has that path (issue 31).
+  if (s.sparse && s.backend == Backend::hopper)
+    throw SpecError("backend", "hopper",
+                    "auto, portable (sparse=1: the hopper MLA kernel has no sparse path yet; auto picks portable)");
   // The GQA hopper kernel's keys are wgmma M blocks of 64.
   if (s.kind == Kind::gqa && s.backend == Backend::hopper && s.kv_tile != 0 && s.kv_tile < 64)
     throw SpecError("kv_tile", std::to_string(s.kv_tile), "0 (default), 64, 128 (kind=gqa backend=hopper)");
@@ -174,7 +182,7 @@ bool operator==(const KernelSpec& a, const KernelSpec& b) {
   return a.kind == b.kind && a.input == b.input && a.kv == b.kv && a.output == b.output &&
          a.head_dim == b.head_dim && a.page_size == b.page_size && a.group == b.group &&
          a.q_len == b.q_len && a.sliding_window == b.sliding_window && a.arch == b.arch &&
-         a.kv_tile == b.kv_tile && a.backend == b.backend && a.cta_rows == b.cta_rows;
+         a.kv_tile == b.kv_tile && a.backend == b.backend && a.cta_rows == b.cta_rows && a.sparse == b.sparse;
 }
 
 std::string Arch::str() const { return fmt::format("sm_{}{}{}", major, minor, accel ? "a" : ""); }
@@ -251,6 +259,7 @@ void validate(const KernelSpec& s, const std::vector<int>& supported_archs) {
   const bool uses_fp8 = s.kv == DType::fp8 || s.input == DType::fp8 || s.output == DType::fp8;
   if (uses_fp8 && s.arch.number() < kFirstFp8Arch)
     throw SpecError("arch", s.arch.str(), "sm_89 or newer when a dtype is fp8");
+  validate_sparse(s);
   validate_backend(s);
   validate_cta_rows(s);
   if (!supported_archs.empty() && !contains(supported_archs, s.arch.number()))
@@ -262,7 +271,7 @@ void validate(const KernelSpec& s, const std::vector<int>& supported_archs) {
 KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_archs) {
   validate(spec, supported_archs);
   KernelSpec s = spec;
-  if (s.backend == Backend::automatic) s.backend = default_backend(s.kind, s.arch);
+  if (s.backend == Backend::automatic) s.backend = default_backend(s);
   // MLA's portable backend uses no arch-specific instruction: it is built for the
   // plain arch, so one cubin serves every GPU of that major (sm_90 runs on sm_90a).
   if (s.kind == Kind::mla && s.backend == Backend::portable) s.arch.accel = false;
@@ -273,10 +282,11 @@ KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_
 
 std::string canonical_name(const KernelSpec& spec) {
   const KernelSpec s = normalized(spec);
-  return fmt::format("{}_{}_kv{}_o{}_d{}_p{}_g{}_q{}_sw{}_t{}{}_{}_sm{}{}", to_string(s.kind),
+  return fmt::format("{}_{}_kv{}_o{}_d{}_p{}_g{}_q{}_sw{}_t{}{}{}_{}_sm{}{}", to_string(s.kind),
                      to_string(s.input), to_string(s.kv), to_string(s.output), s.head_dim,
                      s.page_size, s.group, s.q_len, s.sliding_window ? 1 : 0, s.kv_tile,
-                     s.cta_rows ? fmt::format("_r{}", s.cta_rows) : "", to_string(s.backend),
+                     s.cta_rows ? fmt::format("_r{}", s.cta_rows) : "", s.sparse ? "_sparse" : "",
+                     to_string(s.backend),
                      s.arch.number(), s.arch.accel ? "a" : "");
 }
 
@@ -286,7 +296,7 @@ bool looks_like_name(const std::string& text) {
 
 KernelSpec parse_name(const std::string& name) {
   const std::string expected =
-      "KIND_INPUT_kvKV_oOUT_dHEAD_pPAGE_gGROUP_qQLEN_sw{0|1}_tTILE[_rROWS]_BACKEND_smARCH, "
+      "KIND_INPUT_kvKV_oOUT_dHEAD_pPAGE_gGROUP_qQLEN_sw{0|1}_tTILE[_rROWS][_sparse]_BACKEND_smARCH, "
       "e.g. gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_portable_sm90a";
   std::vector<std::string> parts;
   std::stringstream ss(name);
@@ -298,7 +308,12 @@ KernelSpec parse_name(const std::string& name) {
     return parts[i].substr(pre.size());
   };
   KernelSpec s;
-  // An optional 11th part, rROWS: cta_rows where it is not the kernel's default.
+  // Optional parts after the tile: rROWS (cta_rows where it is not the kernel's default),
+  // then `sparse` (sparse MLA).
+  if (parts.size() >= 13 && parts[parts.size() - 3] == "sparse") {
+    s.sparse = true;
+    parts.erase(parts.end() - 3);
+  }
   if (parts.size() == 13 && parts[10].rfind('r', 0) == 0) {
     s.cta_rows = parse_int("cta_rows", field(10, "r"));
     parts.erase(parts.begin() + 10);
@@ -342,6 +357,7 @@ std::vector<std::string> flags(const KernelSpec& spec) {
       def("INPUT_FP8", s.input == DType::fp8),
       def("KV_TILE_TOKENS", s.kv_tile),
       def("CTA_ROWS", s.cta_rows),
+      def("MLA_SPARSE", s.sparse),
   };
 }
 
@@ -349,7 +365,7 @@ const std::vector<std::string>& spec_field_names() {
   static const std::vector<std::string> names = {"kind",     "input",     "kv",    "output",
                                                  "head_dim", "page_size", "group", "q_len",
                                                  "sliding_window", "arch", "kv_tile", "backend",
-                                                 "cta_rows"};
+                                                 "cta_rows", "sparse"};
   return names;
 }
 
@@ -384,6 +400,7 @@ KernelSpec spec_from_fields(const std::map<std::string, std::string>& fields,
   if (auto v = get("kv_tile")) s.kv_tile = parse_int("kv_tile", *v);
   if (auto v = get("backend")) s.backend = parse_backend(*v);
   if (auto v = get("cta_rows")) s.cta_rows = parse_int("cta_rows", *v);
+  if (auto v = get("sparse")) s.sparse = parse_bool("sparse", *v);
   if (auto v = get("arch")) s.arch = Arch::parse(*v);
   else if (default_arch) s.arch = *default_arch;
   else throw SpecError("arch", "(missing)", "an arch such as sm_90a; no GPU was found to default to");
@@ -405,7 +422,8 @@ std::map<std::string, std::string> spec_to_fields(const KernelSpec& spec) {
           {"arch", s.arch.str()},
           {"kv_tile", std::to_string(s.kv_tile)},
           {"backend", to_string(s.backend)},
-          {"cta_rows", std::to_string(s.cta_rows)}};
+          {"cta_rows", std::to_string(s.cta_rows)},
+          {"sparse", s.sparse ? "1" : "0"}};
 }
 
 }  // namespace xqajit
