@@ -42,18 +42,4 @@ struct DecodeAbi {
 
 }  // namespace
 
-extern "C" {
-
-int xqajit_decode(XqajitDecodeArgs* args) { return c_api::launch<DecodeAbi>(args); }
-
-int xqajit_decode_validate(XqajitDecodeArgs* args) { return c_api::validate<DecodeAbi>(args); }
-
-int xqajit_decode_workspace_size(XqajitDecodeArgs* args, int device, std::uint64_t* bytes) {
-  return c_api::workspace_size<DecodeAbi>(args, device, bytes);
-}
-
-int xqajit_decode_spec(XqajitDecodeArgs* args, int device, const char* arch, const char** result_json) {
-  return c_api::spec<DecodeAbi>(args, device, arch, result_json);
-}
-
-}  // extern "C"
+XQAJIT_C_API_OP_ENTRY_POINTS(decode, DecodeAbi)

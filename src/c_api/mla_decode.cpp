@@ -45,18 +45,4 @@ struct MlaDecodeAbi {
 
 }  // namespace
 
-extern "C" {
-
-int xqajit_mla_decode(XqajitMlaDecodeArgs* args) { return c_api::launch<MlaDecodeAbi>(args); }
-
-int xqajit_mla_decode_validate(XqajitMlaDecodeArgs* args) { return c_api::validate<MlaDecodeAbi>(args); }
-
-int xqajit_mla_decode_workspace_size(XqajitMlaDecodeArgs* args, int device, std::uint64_t* bytes) {
-  return c_api::workspace_size<MlaDecodeAbi>(args, device, bytes);
-}
-
-int xqajit_mla_decode_spec(XqajitMlaDecodeArgs* args, int device, const char* arch, const char** result_json) {
-  return c_api::spec<MlaDecodeAbi>(args, device, arch, result_json);
-}
-
-}  // extern "C"
+XQAJIT_C_API_OP_ENTRY_POINTS(mla_decode, MlaDecodeAbi)

@@ -2,7 +2,8 @@
 // What every op's C entry points share (include/xqajit/c_api.h): the struct-size
 // handshake, the dtype codes, the fields every op's args struct and params spell
 // alike, and the four entry points (launch, validate, workspace size, spec). An
-// op's c_api/<op>.cpp keeps only an OpAbi: its args struct, its own fields and names.
+// op's c_api/<op>.cpp keeps only an OpAbi (its args struct, its own fields and names) and
+// XQAJIT_C_API_OP_ENTRY_POINTS(<op>, <Op>Abi).
 //
 // An OpAbi is a struct with
 //   using Args = XqajitFooArgs; using Params = FooParams;
@@ -131,3 +132,18 @@ int spec(typename Op::Args* args, int device, const char* arch, const char** res
 }
 
 }  // namespace xqajit::c_api
+
+/// The four entry points c_api.h declares for an op: xqajit_<name>, xqajit_<name>_validate,
+/// xqajit_<name>_workspace_size and xqajit_<name>_spec, each a call of the template above
+/// with the op's OpAbi. Spelled once here so that an op's file is only its OpAbi.
+#define XQAJIT_C_API_OP_ENTRY_POINTS(name, Abi)                                                         \
+  extern "C" {                                                                                          \
+  int xqajit_##name(Abi::Args* args) { return xqajit::c_api::launch<Abi>(args); }                       \
+  int xqajit_##name##_validate(Abi::Args* args) { return xqajit::c_api::validate<Abi>(args); }          \
+  int xqajit_##name##_workspace_size(Abi::Args* args, int device, std::uint64_t* bytes) {               \
+    return xqajit::c_api::workspace_size<Abi>(args, device, bytes);                                     \
+  }                                                                                                     \
+  int xqajit_##name##_spec(Abi::Args* args, int device, const char* arch, const char** result_json) {   \
+    return xqajit::c_api::spec<Abi>(args, device, arch, result_json);                                   \
+  }                                                                                                     \
+  }

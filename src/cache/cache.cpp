@@ -9,13 +9,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <ctime>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 #include <utility>
 
+#include "cache/entry_files.hpp"
 #include "util/fs.hpp"
+#include "util/iso_time.hpp"
 #include "util/log.hpp"
 #include "xqajit/detail/sha256.hpp"
 #include "xqajit/error.hpp"
@@ -25,156 +26,15 @@ namespace fs = std::filesystem;
 using detail::LockWait;
 using detail::UniqueFd;
 
+using namespace cache_files;
+
 namespace {
 
-constexpr char kCubinFile[] = "kernel.cubin";
-constexpr char kManifestFile[] = "manifest.json";
-constexpr char kLockSuffix[] = ".lock";
-constexpr char kTrashPrefix[] = ".trash.";
-// Leftovers younger than this may belong to a publish in flight.
-constexpr auto kStrayAge = std::chrono::minutes(1);
 // publish takes the entry lock unless this process holds it already, so only
 // threads of one process sharing a lock can still race and pair one's cubin with
 // the other's manifest; the last to finish notices and writes again, after a
 // short random pause so that two such publishers do not keep colliding.
 constexpr int kMaxPublishAttempts = 16;
-
-void check_name(const std::string& name) {
-  if (name.empty()) throw CacheError("cache entry name is empty; pass the spec's canonical name");
-  // Names become single path components; a leading dot is reserved for temp and
-  // trash files, and "<x>.lock" would collide with entry x's lock file.
-  const bool ends_with_lock = name.size() >= 5 && name.compare(name.size() - 5, 5, kLockSuffix) == 0;
-  if (name.find('/') != std::string::npos || name.find('\0') != std::string::npos || name.front() == '.' ||
-      ends_with_lock || name.size() > 200)
-    throw CacheError("cache entry name '" + name +
-                     "' is not a safe file name (no '/', no leading '.', no '.lock' suffix, at most 200 "
-                     "characters); pass the spec's canonical name");
-}
-
-// Fingerprint directories look like "v<digits>-..." (or are our own); anything
-// else in the root (a README, the user's own files) is never touched.
-bool is_fingerprint_dir_name(const std::string& name, const std::string& ours) {
-  if (name == ours) return true;
-  if (name.size() < 3 || name[0] != 'v') return false;
-  std::size_t i = 1;
-  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
-  return i > 1 && i < name.size() && name[i] == '-';
-}
-
-bool is_entry_dir_name(const std::string& name) { return !name.empty() && name.front() != '.'; }
-
-fs::path lock_path_of(const fs::path& entry_dir) { return entry_dir.string() + kLockSuffix; }
-
-std::string utc_now_iso8601() {
-  std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return buffer;
-}
-
-struct EntryCheck {
-  std::optional<std::vector<char>> cubin;  // set when the entry is complete and intact
-  bool absent = false;                     // no entry directory at all: a plain miss
-  bool half = false;                       // directory without a manifest: maybe a publish in flight
-  std::string problem;                     // why it is not usable, for the warning
-};
-
-EntryCheck check_entry(const fs::path& dir, const std::string& fingerprint, const std::string& name) {
-  EntryCheck check;
-  std::vector<char> manifest_text;
-  if (std::error_code ec = detail::read_whole_file(dir / kManifestFile, manifest_text)) {
-    std::error_code exists_ec;
-    const bool missing = ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory;
-    if (missing && !fs::exists(dir, exists_ec)) {
-      check.absent = true;
-    } else if (missing) {
-      check.half = true;
-      check.problem = "the manifest is missing (a half-written entry)";
-    } else {
-      check.problem = "cannot read the manifest: " + ec.message();
-    }
-    return check;
-  }
-  std::uint64_t expected_bytes = 0;
-  std::string expected_sha;
-  try {
-    const auto manifest = nlohmann::json::parse(manifest_text.begin(), manifest_text.end());
-    const int version = manifest.at("format_version").get<int>();
-    if (version != kCacheFormatVersion) {
-      check.problem = "manifest format version " + std::to_string(version) + ", expected " +
-                      std::to_string(kCacheFormatVersion);
-      return check;
-    }
-    if (manifest.at("name").get<std::string>() != name ||
-        manifest.at("fingerprint").get<std::string>() != fingerprint) {
-      check.problem = "the manifest describes another entry (copied or moved by hand?)";
-      return check;
-    }
-    expected_bytes = manifest.at("cubin_bytes").get<std::uint64_t>();
-    expected_sha = manifest.at("sha256").get<std::string>();
-  } catch (const nlohmann::json::exception& e) {
-    check.problem = std::string("the manifest is garbled: ") + e.what();
-    return check;
-  }
-  std::vector<char> cubin;
-  if (std::error_code ec = detail::read_whole_file(dir / kCubinFile, cubin)) {
-    check.problem = "cannot read the cubin: " + ec.message();
-    return check;
-  }
-  if (cubin.size() != expected_bytes) {
-    check.problem = "the cubin has " + std::to_string(cubin.size()) + " bytes, the manifest says " +
-                    std::to_string(expected_bytes) + " (truncated?)";
-    return check;
-  }
-  if (detail::sha256_hex(cubin.data(), cubin.size()) != expected_sha) {
-    check.problem = "the cubin's SHA-256 does not match the manifest (corrupted on disk?)";
-    return check;
-  }
-  check.cubin = std::move(cubin);
-  return check;
-}
-
-// Makes an entry disappear at once (rename to a trash name), then deletes it,
-// so no reader or publisher ever sees it partly removed. False if it was not there
-// or could not be moved.
-bool remove_entry_dir(const fs::path& dir) {
-  const fs::path trash =
-      dir.parent_path() / (kTrashPrefix + dir.filename().string() + "." + detail::unique_suffix());
-  std::error_code ec;
-  fs::rename(dir, trash, ec);
-  if (ec) return false;
-  fs::remove_all(trash, ec);
-  return true;
-}
-
-// Removes an entry's lock file, but only while holding it, so that nobody is
-// waiting on a file that is about to vanish (lock_file retakes a replaced file).
-void remove_lock_file(const fs::path& entry_dir) {
-  std::error_code ec;
-  const fs::path path = lock_path_of(entry_dir);
-  if (!fs::exists(path, ec)) return;
-  UniqueFd held = detail::lock_file(path, LockWait::kTry, ec);
-  if (held.valid()) ::unlink(path.c_str());
-}
-
-bool older_than_stray_age(const fs::path& path) {
-  std::error_code ec;
-  const auto mtime = fs::last_write_time(path, ec);
-  return !ec && mtime < fs::file_time_type::clock::now() - kStrayAge;
-}
-
-std::vector<fs::path> subdirectories(const fs::path& dir) {
-  std::vector<fs::path> result;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::error_code type_ec;
-    if (it->is_directory(type_ec) && !it->is_symlink(type_ec)) result.push_back(it->path());
-  }
-  std::sort(result.begin(), result.end());
-  return result;
-}
 
 }  // namespace
 
@@ -290,7 +150,7 @@ std::optional<fs::path> DiskCache::publish(const std::string& name, const std::v
       nlohmann::json{{"format_version", kCacheFormatVersion}, {"name", name},
                      {"fingerprint", fingerprint_},           {"cubin_file", kCubinFile},
                      {"cubin_bytes", cubin.size()},           {"sha256", sha},
-                     {"created", utc_now_iso8601()},          {"meta", std::move(meta)}}
+                     {"created", detail::utc_iso8601(std::time(nullptr))},          {"meta", std::move(meta)}}
           .dump(2) +
       "\n";
 
@@ -347,130 +207,6 @@ EntryLock DiskCache::lock(const std::string& name) const {
   }
   detail::remember_held_lock(fd.get());
   return EntryLock(fd.release());
-}
-
-std::vector<CacheEntry> DiskCache::list(bool all_fingerprints) const {
-  std::vector<CacheEntry> entries;
-  for (const fs::path& fingerprint_dir : subdirectories(root_)) {
-    const std::string fingerprint = fingerprint_dir.filename().string();
-    if (!is_fingerprint_dir_name(fingerprint, fingerprint_) ||
-        (!all_fingerprints && fingerprint != fingerprint_))
-      continue;
-    for (const fs::path& dir : subdirectories(fingerprint_dir)) {
-      if (!is_entry_dir_name(dir.filename().string())) continue;
-      std::error_code ec;
-      const fs::path manifest_path = dir / kManifestFile;
-      CacheEntry entry;
-      entry.last_used = fs::last_write_time(manifest_path, ec);
-      if (ec) continue;  // half entries are not entries
-      entry.fingerprint = fingerprint;
-      entry.name = dir.filename().string();
-      entry.dir = dir;
-      const auto manifest_bytes = fs::file_size(manifest_path, ec);
-      entry.bytes = ec ? 0 : manifest_bytes;
-      const auto cubin_bytes = fs::file_size(dir / kCubinFile, ec);
-      entry.bytes += ec ? 0 : cubin_bytes;
-      std::vector<char> text;
-      if (!detail::read_whole_file(manifest_path, text)) {
-        const auto manifest = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
-        if (manifest.is_object() && manifest.contains("sha256") && manifest["sha256"].is_string())
-          entry.sha256 = manifest["sha256"].get<std::string>();
-      }
-      entries.push_back(std::move(entry));
-    }
-  }
-  return entries;
-}
-
-std::uint64_t DiskCache::size_bytes() const {
-  std::uint64_t total = 0;
-  for (const CacheEntry& entry : list(true)) total += entry.bytes;
-  return total;
-}
-
-std::size_t DiskCache::clear() {
-  std::size_t removed = 0;
-  for (const fs::path& fingerprint_dir : subdirectories(root_)) {
-    if (!is_fingerprint_dir_name(fingerprint_dir.filename().string(), fingerprint_)) continue;
-    std::error_code ec;
-    for (const fs::path& dir : subdirectories(fingerprint_dir)) {
-      const std::string name = dir.filename().string();
-      if (name.rfind(kTrashPrefix, 0) == 0) {
-        fs::remove_all(dir, ec);
-      } else if (is_entry_dir_name(name) && remove_entry_dir(dir)) {
-        ++removed;
-      }
-    }
-    // Then lock files (each only while we can hold it) and stray temp files.
-    for (fs::directory_iterator it(fingerprint_dir, ec), end; !ec && it != end; it.increment(ec)) {
-      const fs::path& path = it->path();
-      const std::string file = path.filename().string();
-      if (path.extension() == kLockSuffix && it->is_regular_file(ec)) {
-        remove_lock_file(path.parent_path() / path.stem());
-      } else if (detail::is_temp_file_name(file)) {
-        fs::remove(path, ec);
-      }
-      ec.clear();
-    }
-    fs::remove(fingerprint_dir, ec);  // only if empty; a held lock file keeps it
-  }
-  return removed;
-}
-
-std::uint64_t DiskCache::gc(std::uint64_t max_bytes) {
-  // First the leftovers of crashed or interrupted publishers.
-  for (const fs::path& fingerprint_dir : subdirectories(root_)) {
-    if (!is_fingerprint_dir_name(fingerprint_dir.filename().string(), fingerprint_)) continue;
-    std::error_code ec;
-    for (fs::directory_iterator it(fingerprint_dir, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string file = it->path().filename().string();
-      if (detail::is_temp_file_name(file) && older_than_stray_age(it->path())) fs::remove(it->path(), ec);
-      ec.clear();
-    }
-    for (const fs::path& dir : subdirectories(fingerprint_dir)) {
-      const std::string name = dir.filename().string();
-      if (name.rfind(kTrashPrefix, 0) == 0) {
-        if (older_than_stray_age(dir)) fs::remove_all(dir, ec);
-        continue;
-      }
-      if (!is_entry_dir_name(name)) continue;
-      for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-        if (detail::is_temp_file_name(it->path().filename().string()) && older_than_stray_age(it->path()))
-          fs::remove(it->path(), ec);
-        ec.clear();
-      }
-      if (!fs::exists(dir / kManifestFile, ec) && older_than_stray_age(dir)) {
-        UniqueFd held = detail::lock_file(lock_path_of(dir), LockWait::kTry, ec);
-        if (held.valid() && !fs::exists(dir / kManifestFile, ec) && remove_entry_dir(dir))
-          ::unlink(lock_path_of(dir).c_str());
-      }
-    }
-  }
-
-  std::vector<CacheEntry> entries = list(true);
-  std::uint64_t total = 0;
-  for (const CacheEntry& entry : entries) total += entry.bytes;
-  // Entries of other fingerprints belong to older toolchains or templates: they go first.
-  std::sort(entries.begin(), entries.end(), [&](const CacheEntry& a, const CacheEntry& b) {
-    const bool a_ours = a.fingerprint == fingerprint_, b_ours = b.fingerprint == fingerprint_;
-    if (a_ours != b_ours) return !a_ours;
-    return a.last_used < b.last_used;
-  });
-  std::uint64_t freed = 0;
-  for (const CacheEntry& entry : entries) {
-    if (total <= max_bytes) break;
-    if (!remove_entry_dir(entry.dir)) continue;
-    remove_lock_file(entry.dir);
-    total -= entry.bytes;
-    freed += entry.bytes;
-  }
-  for (const fs::path& fingerprint_dir : subdirectories(root_)) {
-    std::error_code ec;
-    const std::string name = fingerprint_dir.filename().string();
-    if (name != fingerprint_ && is_fingerprint_dir_name(name, fingerprint_))
-      fs::remove(fingerprint_dir, ec);  // only if empty
-  }
-  return freed;
 }
 
 }  // namespace xqajit

@@ -11,6 +11,7 @@
 #include "gqa/hopper_geometry.h"
 #include "ops/arg_checks.hpp"
 #include "ops/decode_strides.hpp"
+#include "ops/paged_op.hpp"
 #include "xqajit/decode_args.h"
 #include "xqajit/error.hpp"
 #include "xqajit/ops/decode.hpp"
@@ -23,10 +24,6 @@ namespace {
 constexpr const char* kOp = "decode";
 using Strides = ops::DecodeStrides;
 using ops::resolved_strides;
-
-}  // namespace
-
-namespace {
 
 // The plan of one backend (p.backend is hopper or portable): geometry, split, launch options.
 DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInfo& device) {
@@ -169,15 +166,9 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
   // --- tuning (#8): knobs the caller left automatic come from the tuning table ---
   DecodeParams p = params;  // a plain struct copy: no allocation
   if (p.kv_tile == 0 && p.num_splits == 0 && p.cta_rows == 0 && p.backend == Backend::automatic) {
-    const TunedLookup tuned = tuned_choice(device, decode_spec(p, arch), p.batch,
-                                           static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size);
-    if (tuned.source != ChoiceSource::heuristic) {
-      p.kv_tile = tuned.choice.kv_tile;
-      p.num_splits = tuned.choice.num_splits;
-      p.backend = tuned.choice.backend;
-      p.cta_rows = tuned.choice.cta_rows;
-      source = tuned.source;
-    }
+    const TunedLookup tuned = ops::take_tuned_knobs(p, decode_spec(p, arch), device);
+    if (tuned.source != ChoiceSource::heuristic) p.cta_rows = tuned.choice.cta_rows;
+    source = tuned.source;
   }
   // --- end tuning ---
   // Rows per CTA are the hopper kernel's: asking for them asks for it.

@@ -10,11 +10,11 @@
 #include <cuda.h>
 
 #include "ops/arg_checks.hpp"
+#include "ops/paged_op.hpp"
 #include "xqajit/error.hpp"
 #include "xqajit/mla_args.h"
 #include "xqajit/tensor_map.h"
 #include "xqajit/ops/split_plan.hpp"
-#include "xqajit/tuning.hpp"
 #include "mla/portable_geometry.h"
 #include "mla/hopper_geometry.h"
 
@@ -38,22 +38,15 @@ constexpr int kMaxTopk = 1 << 20;
 
 [[noreturn]] void fail(const char* field, const std::string& why) { ops::fail(kOp, field, why); }
 
-struct Strides {
-  std::int64_t q_b, q_t, q_h, o_b, o_t, o_h, kv_p, kv_t;
+struct Strides : ops::RowStrides {
+  std::int64_t kv_p, kv_t;
 };
 
 Strides resolved_strides(const MlaDecodeParams& p) {
-  auto pick = [](std::int64_t v, std::int64_t dflt) { return v != 0 ? v : dflt; };
-  const std::int64_t H = p.num_heads;
   Strides s{};
-  s.q_h = pick(p.q_stride_head, kQkDim);
-  s.q_t = pick(p.q_stride_token, H * kQkDim);
-  s.q_b = pick(p.q_stride_batch, p.q_len * H * kQkDim);
-  s.o_h = pick(p.out_stride_head, kVDim);
-  s.o_t = pick(p.out_stride_token, H * kVDim);
-  s.o_b = pick(p.out_stride_batch, p.q_len * H * kVDim);
-  s.kv_t = pick(p.kv_stride_token, kQkDim);
-  s.kv_p = pick(p.kv_stride_page, p.page_size * s.kv_t);
+  static_cast<ops::RowStrides&>(s) = ops::resolved_row_strides(p, p.num_heads, kQkDim, kVDim);
+  s.kv_t = p.kv_stride_token != 0 ? p.kv_stride_token : kQkDim;
+  s.kv_p = p.kv_stride_page != 0 ? p.kv_stride_page : p.page_size * s.kv_t;
   return s;
 }
 
@@ -139,15 +132,14 @@ XqajitTensorMap kv_tensor_map(const MlaDecodeParams& p, const Strides& s, Driver
 void validate(const MlaDecodeParams& p) {
   using ops::Dim;
   using ops::one_of;
-  ops::require_ptr(kOp, p.q, "q");
-  ops::require_ptr(kOp, p.out, "out");
-  ops::require_ptr(kOp, p.kv_cache, "kv_cache");
   const bool sparse = is_sparse(p);
-  if (sparse) {
+  if (sparse) {  // indices instead of block_table and seq_lens (validate_sparse)
+    ops::require_ptr(kOp, p.q, "q");
+    ops::require_ptr(kOp, p.out, "out");
+    ops::require_ptr(kOp, p.kv_cache, "kv_cache");
     ops::require_ptr(kOp, p.indices, "indices", false);
   } else {
-    ops::require_ptr(kOp, p.block_table, "block_table", false);
-    ops::require_ptr(kOp, p.seq_lens, "seq_lens", false);
+    ops::require_tensors(kOp, p, {{p.kv_cache, "kv_cache"}});
     if (p.topk_length != nullptr) fail("topk_length", "is set without indices (it limits sparse index lists)");
   }
   if (p.input != DType::bf16 && p.input != DType::fp8)
@@ -155,37 +147,19 @@ void validate(const MlaDecodeParams& p) {
   if (p.kv != p.input && !(p.input == DType::bf16 && p.kv == DType::fp8))
     fail("kv", fmt::format("= {} with input {}: allowed {}", to_string(p.kv), to_string(p.input),
                            p.input == DType::fp8 ? "fp8" : "bf16, fp8"));
-  if (p.batch < 1 || p.batch > 65535) fail("batch", fmt::format("= {}: allowed 1 to 65535", p.batch));
-  if (p.q_len < 1 || p.q_len > 4) fail("q_len", fmt::format("= {}: allowed 1 to 4", p.q_len));
+  ops::check_batch(kOp, p, 4);
   if (!one_of(p.num_heads, {16, 32, 64, 128}))
     fail("num_heads", fmt::format("= {}: allowed 16, 32, 64, 128 (Q heads per request)", p.num_heads));
   if (!one_of(p.page_size, {32, 64})) fail("page_size", fmt::format("= {}: allowed 32, 64", p.page_size));
-  if (!sparse && p.max_pages_per_seq < 1)
-    fail("max_pages_per_seq", fmt::format("= {} must be >= 1", p.max_pages_per_seq));
-  if (p.block_table_stride != 0 && p.block_table_stride < p.max_pages_per_seq)
-    fail("block_table_stride", fmt::format("= {} is smaller than max_pages_per_seq = {}", p.block_table_stride,
-                                           p.max_pages_per_seq));
-  if (static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size > (1 << 30))
-    fail("max_pages_per_seq", "* page_size exceeds 2^30 keys");
-  if (p.num_pages < 0) fail("num_pages", "must be >= 0");
+  if (!sparse) ops::check_page_table(kOp, p);
   if (!(p.sm_scale > 0.f) || p.sm_scale > 1e6f)
     fail("sm_scale", fmt::format("= {} must be a positive softmax scale (DeepSeek-V3: 1/sqrt(192) = {:.6f})",
                                  p.sm_scale, 0.0721687836f));
-  if (p.num_splits < 0 || p.num_splits > kMaxSplits)
-    fail("num_splits", fmt::format("= {}: allowed 0 (automatic) to {}", p.num_splits, kMaxSplits));
-  if (p.kv_tile != 0 && !one_of(p.kv_tile, {16, 32, 64, 128}))
-    fail("kv_tile", fmt::format("= {}: allowed 0 (default), 16, 32, 64, 128", p.kv_tile));
+  ops::check_split_knobs(kOp, p);
   const Strides s = resolved_strides(p);
   const std::int64_t pages = std::max(p.num_pages, 2);
-  ops::check_strides(kOp, "q",
-                     std::array<Dim, 3>{Dim{p.batch, s.q_b, "q_stride_batch"}, Dim{p.q_len, s.q_t, "q_stride_token"},
-                                        Dim{p.num_heads, s.q_h, "q_stride_head"}},
-                     kQkDim, dtype_bytes(p.input), "the 576 values of a row");
-  ops::check_strides(kOp, "out",
-                     std::array<Dim, 3>{Dim{p.batch, s.o_b, "out_stride_batch"},
-                                        Dim{p.q_len, s.o_t, "out_stride_token"},
-                                        Dim{p.num_heads, s.o_h, "out_stride_head"}},
-                     kVDim, 2, "the 512 values of a row");
+  ops::check_row_strides(kOp, p, s, p.num_heads, {kQkDim, dtype_bytes(p.input), "the 576 values of a row"},
+                         {kVDim, 2, "the 512 values of a row"});
   ops::check_strides(kOp, "kv_cache",
                      std::array<Dim, 2>{Dim{pages, s.kv_p, "kv_stride_page"},
                                         Dim{p.page_size, s.kv_t, "kv_stride_token"}},
@@ -203,18 +177,10 @@ void validate(const MlaDecodeParams& p) {
 }
 
 KernelSpec mla_decode_spec(const MlaDecodeParams& p, const Arch& arch) {
-  KernelSpec s;
-  s.kind = Kind::mla;
-  s.input = p.input;
-  s.kv = p.kv;
+  KernelSpec s = ops::paged_spec(Kind::mla, p, arch);
   s.output = DType::bf16;
   s.head_dim = kQkDim;
-  s.page_size = p.page_size;
   s.group = p.num_heads;
-  s.q_len = p.q_len;
-  s.arch = arch;
-  s.kv_tile = p.kv_tile;
-  s.backend = p.backend;
   s.sparse = is_sparse(p);
   return normalized(s);
 }
@@ -224,15 +190,16 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   // --- tuning (#8): knobs the caller left automatic come from the tuning table ---
   MlaDecodeParams p = params;  // a plain struct copy: no allocation
   if (p.kv_tile == 0 && p.num_splits == 0 && p.backend == Backend::automatic) {
-    const TunedLookup tuned =
-        tuned_choice(device, mla_decode_spec(p, device.best_arch()), p.batch,
-                     is_sparse(p) ? p.topk : static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size);
-    if (tuned.source != ChoiceSource::heuristic) {
-      p.kv_tile = tuned.choice.kv_tile;
-      p.num_splits = tuned.choice.num_splits;
-      p.backend = tuned.choice.backend;
-      if (is_sparse(p) && p.backend == Backend::hopper) p.backend = Backend::automatic;  // no sparse hopper kernel yet
-      plan.source = tuned.source;
+    if (!is_sparse(p)) {
+      plan.source = ops::take_tuned_knobs(p, mla_decode_spec(p, device.best_arch()), device).source;
+    } else {  // sparse: the bucket's length is topk; no sparse hopper kernel yet
+      const TunedLookup tuned = tuned_choice(device, mla_decode_spec(p, device.best_arch()), p.batch, p.topk);
+      if (tuned.source != ChoiceSource::heuristic) {
+        p.kv_tile = tuned.choice.kv_tile;
+        p.num_splits = tuned.choice.num_splits;
+        p.backend = tuned.choice.backend == Backend::hopper ? Backend::automatic : tuned.choice.backend;
+        plan.source = tuned.source;
+      }
     }
   }
   // --- end tuning ---
@@ -289,46 +256,15 @@ std::size_t mla_decode_cache_bytes(const MlaDecodeParams& p) {
 }
 
 void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
-  validate(p);
-  Driver& driver = Driver::instance();
-  const int device = driver.stream_device(stream);
-  const MlaDecodePlan plan = mla_decode_plan(p, driver.device(device));
-  check_workspace(kOp, p.workspace, p.workspace_bytes, plan.workspace_bytes, plan.num_splits,
-                  "mla_decode_workspace_size");
-  const LoadedKernel& kernel = engine.kernel(plan.spec, device, stream);
-
+  const auto [driver, plan, kernel] =
+      ops::start_launch(kOp, engine, p, stream, &mla_decode_plan, "mla_decode_workspace_size");
   const Strides s = resolved_strides(p);
   XqajitMlaArgs args{};
-  args.q = p.q;
-  args.out = p.out;
+  ops::fill_shared_args(args, p, s, plan);
   args.kv_cache = p.kv_cache;
-  args.block_table = p.block_table;
-  args.seq_lens = p.seq_lens;
-  args.spec_mask = p.spec_mask;
-  args.q_scale_ptr = p.q_scale_ptr;
-  args.kv_scale_ptr = p.kv_scale_ptr;
-  args.q_scale = p.q_scale;
-  args.kv_scale = p.kv_scale;
   args.sm_scale = p.sm_scale;
-  if (plan.num_splits > 1) {
-    const std::int64_t groups = static_cast<std::int64_t>(p.batch) * plan.grid[1];
-    args.counters = static_cast<unsigned*>(p.workspace);
-    args.partial = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + split_counter_bytes(groups));
-  }
-  args.q_stride_batch = s.q_b;
-  args.q_stride_token = s.q_t;
-  args.q_stride_head = s.q_h;
-  args.o_stride_batch = s.o_b;
-  args.o_stride_token = s.o_t;
-  args.o_stride_head = s.o_h;
   args.kv_stride_page = s.kv_p;
   args.kv_stride_token = s.kv_t;
-  args.block_table_stride =
-      static_cast<int>(p.block_table_stride != 0 ? p.block_table_stride : p.max_pages_per_seq);
-  args.max_pages_per_seq = p.max_pages_per_seq;
-  args.batch = p.batch;
-  args.num_splits = plan.num_splits;
-  args.split_tokens = plan.split_tokens;
   args.merge_launch = plan.merge_launch ? 1 : 0;
   if (is_sparse(p)) {
     const IndexStrides is = resolved_index_strides(p);
@@ -348,10 +284,7 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
   }
   args.attn_sink = p.attn_sink;
 
-  LaunchConfig config;
-  std::copy(plan.grid, plan.grid + 3, config.grid);
-  config.block[0] = plan.threads;
-  config.dynamic_smem = plan.smem_bytes;
+  LaunchConfig config = ops::launch_config(plan);
   config.programmatic_dependent_launch = p.programmatic_dependent_launch && plan.spec.arch.number() >= 90;
   XqajitTensorMap kv_map{};  // by value after args: the hopper kernel's second parameter
   if (plan.spec.backend == Backend::hopper && xqajit_mla_hopper_tma(dtype_bytes(plan.spec.kv)))

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "gpu/decode_problem.hpp"
+#include "gpu/op_checks.hpp"
 #include "gqa/hopper_geometry.h"
 #include "xqajit/ops/decode.hpp"
 #include "gpu/gpu_session.hpp"
@@ -39,12 +40,8 @@ std::string describe(const DecodeCase& c) {
                      c.num_splits, c.cta_rows);
 }
 
-struct Stats {
-  int cases = 0, failures = 0;
-  std::map<std::string, double> worst;
-};
-Stats& stats() {
-  static Stats s;
+ErrorTable& stats() {
+  static ErrorTable s;
   return s;
 }
 
@@ -56,25 +53,10 @@ double run_and_check(DecodeProblem& pr, cudaStream_t stream, bool launch = true)
     XQAJIT_CUDART_CHECK(cudaGetLastError());
   }
   XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream));
-  const std::vector<double> got = pr.output();
-  const std::vector<double> want = reference_decode(pr.host);
-  const double err = relative_error(got, want);
-  int nan = 0, nonzero_empty = 0;
-  const std::size_t per_request = got.size() / pr.lens.size();
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(got[i])) ++nan;
-    if (pr.lens[i / per_request] == 0 && got[i] != 0.0) ++nonzero_empty;
-  }
-  INFO(describe(pr.c) << " rel_err=" << err << " tol=" << tolerance(pr.c));
-  CHECK(nan == 0);
-  CHECK(nonzero_empty == 0);
-  CHECK(err < tolerance(pr.c));
-  Stats& s = stats();
-  ++s.cases;
-  if (nan || nonzero_empty || !(err < tolerance(pr.c))) ++s.failures;
-  const std::string key = fmt::format("{} {}/{}/{}", to_string(pr.dev.backend), to_string(pr.c.input), to_string(pr.c.kv), to_string(pr.c.output));
-  s.worst[key] = std::max(s.worst[key], err);
-  return err;
+  const std::string key = fmt::format("{} {}/{}/{}", to_string(pr.dev.backend), to_string(pr.c.input),
+                                      to_string(pr.c.kv), to_string(pr.c.output));
+  return check_against_reference(pr.output(), reference_decode(pr.host), pr.lens, tolerance(pr.c), describe(pr.c),
+                                 key, stats());
 }
 
 std::vector<int> random_lens(int batch, int max_len, bool with_zero) {
@@ -245,32 +227,11 @@ std::vector<DecodeCase> feature_cases() {
 void prewarm(const std::vector<DecodeCase>& cases) {
   std::vector<KernelSpec> specs;
   for (const DecodeCase& c : cases) {
-    DecodeParams p;
-    p.input = c.input;
-    p.kv = c.kv;
-    p.output = c.output;
-    p.num_q_heads = c.group * c.num_kv_heads;
-    p.num_kv_heads = c.num_kv_heads;
-    p.head_dim = c.head_dim;
-    p.page_size = c.page_size;
-    p.q_len = c.q_len;
-    p.sliding_window = c.window;
-    p.backend = c.backend;
+    DecodeParams p = c.params();
+    p.cta_rows = 0;  // the rows the plan chooses are its own spec, loaded at the first launch
     specs.push_back(decode_spec(p, device().best_arch()));
   }
-  const auto results = engine().prewarm(specs, 0);
-  double seconds = 0;
-  int failed = 0;
-  for (const auto& r : results) {
-    seconds += r.seconds;
-    if (!r.ok) {
-      ++failed;
-      std::fprintf(stderr, "prewarm %s failed: %s\n", r.name.c_str(), r.error.substr(0, 2000).c_str());
-    }
-  }
-  std::fprintf(stderr, "prewarmed %zu specs (%d failed), %.1f s of compile/load time summed\n", results.size(),
-               failed, seconds);
-  REQUIRE(failed == 0);
+  prewarm_or_fail(specs, "decode");
 }
 
 }  // namespace
@@ -285,9 +246,7 @@ TEST_CASE("decode matches the float64 reference across the family", "[gpu][decod
     DecodeProblem pr(c, rng(), device());
     run_and_check(pr, stream.get());
   }
-  std::fprintf(stderr, "\n%-22s %s\n", "dtypes (in/kv/out)", "worst rel err");
-  for (const auto& [k, v] : stats().worst) std::fprintf(stderr, "%-22s %.2e\n", k.c_str(), v);
-  std::fprintf(stderr, "decode cases: %d, failed: %d\n", stats().cases, stats().failures);
+  stats().print("backend in/kv/out", "decode");
 }
 
 TEST_CASE("adjacent KV heads launched as 2-CTA clusters match the reference", "[gpu][decode]") {
@@ -448,17 +407,8 @@ TEST_CASE("split-KV counters reset themselves across launches", "[gpu][decode]")
   c.num_splits = 6;
   c.seq_lens = {4000, 1, 0, 2500};
   DecodeProblem pr(c, rng(), device());
-  REQUIRE(pr.dev.workspace != nullptr);
-  CudaStream stream;
-  for (int round = 0; round < 4; ++round) {
-    for (std::size_t b = 0; b < pr.lens.size(); ++b)
-      pr.lens[b] = c.seq_lens[b] == 0 ? 0 : 1 + static_cast<int>(rng()() % c.seq_lens[b]);
-    pr.d_lens.upload(pr.lens);
-    run_and_check(pr, stream.get());
-  }
-  std::vector<unsigned> counters(pr.dev.batch * pr.dev.num_kv_heads);
-  pr.d_ws.download(counters.data(), counters.size() * sizeof(unsigned));
-  for (unsigned v : counters) CHECK(v == 0u);
+  check_counters_reset(pr, c.seq_lens, 4, pr.dev.batch * pr.dev.num_kv_heads,
+                       [](DecodeProblem& p, cudaStream_t s) { run_and_check(p, s); });
 }
 
 TEST_CASE("a captured CUDA graph replays with new lengths and device-side scales", "[gpu][decode]") {
@@ -480,8 +430,7 @@ TEST_CASE("a captured CUDA graph replays with new lengths and device-side scales
   XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream.get(), &graph));
   XQAJIT_CUDART_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   for (int round = 0; round < 3; ++round) {
-    for (std::size_t b = 0; b < pr.lens.size(); ++b)
-      pr.lens[b] = c.seq_lens[b] == 0 ? 0 : static_cast<int>(rng()() % (c.seq_lens[b] + 1));
+    draw_lengths(pr.lens, c.seq_lens, 0);
     pr.scales = {0.5f + round * 0.4f, 0.2f + round * 0.15f, 1.f};
     pr.host.q_scale = pr.scales[0];
     pr.host.kv_scale = pr.scales[1];
@@ -537,11 +486,5 @@ TEST_CASE("decode rejects a missing or short workspace before launching", "[gpu]
   c.num_splits = 3;
   c.seq_lens = {1000};
   DecodeProblem pr(c, rng(), device());
-  CudaStream stream;
-  DecodeParams p = pr.dev;
-  p.workspace = nullptr;
-  CHECK_THROWS_AS(decode(engine(), p, stream.get()), ArgumentError);
-  p = pr.dev;
-  p.workspace_bytes -= 4;
-  CHECK_THROWS_WITH(decode(engine(), p, stream.get()), Catch::Contains("workspace_bytes"));
+  check_workspace_refusals(pr.dev, [](const DecodeParams& p, cudaStream_t s) { decode(engine(), p, s); });
 }

@@ -41,12 +41,9 @@ std::mt19937& rng() {
 }
 
 DecodeCase bf16_fp8_case() {
-  DecodeCase c;
-  c.input = DType::bf16;
+  DecodeCase c;  // bf16 Q and output, 2 KV heads
   c.kv = DType::fp8;
-  c.output = DType::bf16;
   c.group = 4;
-  c.num_kv_heads = 2;
   c.kv_scale = 0.5f;
   c.seq_lens = {1, 300, 0, 1000};
   return c;
@@ -65,6 +62,30 @@ void launch_and_check(Engine& engine, DecodeProblem& pr) {
   const double err = relative_error(got, want);
   INFO("relative error " << err);
   CHECK(err < 0.02);
+}
+
+/// Whether `call(stream)` is refused with NotAvailableError ("... capturing ...") while
+/// `stream` captures a graph; the capture is ended and dropped either way.
+template <class Call>
+bool refused_while_capturing(cudaStream_t stream, Call&& call) {
+  cudaGraph_t graph = nullptr;
+  XQAJIT_CUDART_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  bool refused = false;
+  try {
+    call(stream);
+  } catch (const NotAvailableError& e) {
+    refused = std::string(e.what()).find("capturing") != std::string::npos;
+  }
+  XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream, &graph));
+  if (graph) cudaGraphDestroy(graph);
+  return refused;
+}
+
+/// An engine's options with its disk cache in `dir` (nothing shared with other tests).
+Options cache_in(const xqajit::test::TempDir& dir) {
+  Options options;
+  options.cache_dir = dir / "cache";
+  return options;
 }
 
 bool nvrtc_is_mapped() {
@@ -132,24 +153,12 @@ TEST_CASE("bundle child: serve from the bundle and launch", "[.bundle_child]") {
 
 TEST_CASE("a kernel not loaded yet is refused while the stream captures a graph", "[gpu][capture]") {
   xqajit::test::TempDir dir("xqajit-gpu-capture");
-  Options options;
-  options.cache_dir = dir / "cache";
-  Engine engine(options);
+  Engine engine(cache_in(dir));
   DecodeCase c;
   c.group = 2;
   DecodeProblem pr(c, rng(), device());
   CudaStream stream;
-  cudaGraph_t graph = nullptr;
-  XQAJIT_CUDART_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
-  bool refused = false;
-  try {
-    decode(engine, pr.dev, stream.get());
-  } catch (const NotAvailableError& e) {
-    refused = std::string(e.what()).find("capturing") != std::string::npos;
-  }
-  XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream.get(), &graph));
-  if (graph) cudaGraphDestroy(graph);
-  CHECK(refused);
+  CHECK(refused_while_capturing(stream.get(), [&](cudaStream_t s) { decode(engine, pr.dev, s); }));
   CHECK(engine.stats().compiles == 0);  // nothing was compiled during capture
   // Once warm, the same launch works (and is what a capture would record).
   launch_and_check(engine, pr);
@@ -157,25 +166,14 @@ TEST_CASE("a kernel not loaded yet is refused while the stream captures a graph"
 
 TEST_CASE("Engine::tune: refused while capturing; tunes on the caller's buffers and publishes", "[gpu][tune]") {
   xqajit::test::TempDir dir("xqajit-gpu-tune");
-  Options options;
-  options.cache_dir = dir / "cache";
+  const Options options = cache_in(dir);
   Engine engine(options);
   DecodeCase c;
   c.group = 4, c.head_dim = 64, c.seq_lens = {3000, 4096, 17};
   c.backend = Backend::automatic;  // the tuner picks it
   DecodeProblem pr(c, rng(), device());
   CudaStream stream;
-  cudaGraph_t graph = nullptr;
-  XQAJIT_CUDART_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
-  bool refused = false;
-  try {
-    engine.tune(pr.dev, stream.get());
-  } catch (const NotAvailableError& e) {
-    refused = std::string(e.what()).find("capturing") != std::string::npos;
-  }
-  XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream.get(), &graph));
-  if (graph) cudaGraphDestroy(graph);
-  CHECK(refused);
+  CHECK(refused_while_capturing(stream.get(), [&](cudaStream_t s) { engine.tune(pr.dev, s); }));
   CHECK(engine.stats().compiles == 0);
 
   const auto entry = engine.tune(pr.dev, stream.get());
@@ -200,9 +198,7 @@ TEST_CASE("a second GPU works exactly like the first", "[gpu][multi]") {
     return;
   }
   xqajit::test::TempDir dir("xqajit-gpu-multi");
-  Options options;
-  options.cache_dir = dir / "cache";
-  Engine engine(options);
+  Engine engine(cache_in(dir));
   // A config whose dynamic shared memory exceeds 48 KB, so a launch on device 1
   // fails unless the attribute was raised there too (not only on device 0).
   DecodeCase c = bf16_fp8_case();

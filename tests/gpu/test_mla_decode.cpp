@@ -13,8 +13,9 @@
 #include <map>
 #include <random>
 
-#include "gpu/mla_problem.hpp"
 #include "gpu/gpu_session.hpp"
+#include "gpu/mla_problem.hpp"
+#include "gpu/op_checks.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/error.hpp"
 #include "xqajit/ops/mla_decode.hpp"
@@ -44,46 +45,23 @@ std::string describe(const MlaCase& c) {
                      c.pages_unknown, c.num_splits);
 }
 
-struct Stats {
-  int cases = 0, failures = 0;
-  int merged_by_last_cta = 0, merged_by_launch = 0;  // split cases, by where their partials merged
-  std::map<std::string, double> worst;
-};
-Stats& stats() {
-  static Stats s;
+ErrorTable& stats() {
+  static ErrorTable s;
   return s;
 }
+// Split cases, by where their partials merged.
+int merged_by_last_cta = 0, merged_by_launch = 0;
 
 double check_output(MlaProblem& pr, cudaStream_t stream) {
   XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream));
-  const std::vector<double> got = pr.output();
-  const std::vector<double> want = reference_mla_decode(pr.host);
-  const double err = relative_error(got, want);
-  int nan = 0, nonzero_empty = 0;
-  const std::size_t per_request = got.size() / pr.lens.size();
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(got[i])) ++nan;
-    if (pr.lens[i / per_request] == 0 && got[i] != 0.0) ++nonzero_empty;
-  }
-  INFO(describe(pr.c) << " rel_err=" << err);
-  CHECK(nan == 0);
-  CHECK(nonzero_empty == 0);
-  CHECK(err < kTolerance);
-  Stats& s = stats();
-  ++s.cases;
-  if (nan || nonzero_empty || !(err < kTolerance)) {
-    ++s.failures;
-    std::fprintf(stderr, "FAILED %s: rel_err %.3e nan %d nonzero_empty %d\n", describe(pr.c).c_str(), err, nan,
-                 nonzero_empty);
-  }
   const std::string key = fmt::format("{} {}/{}", to_string(pr.c.backend), to_string(pr.c.input), to_string(pr.c.kv));
-  s.worst[key] = std::max(s.worst[key], err);
-  return err;
+  return check_against_reference(pr.output(), reference_mla_decode(pr.host), pr.lens, kTolerance, describe(pr.c),
+                                 key, stats());
 }
 
 double run_and_check(MlaProblem& pr, cudaStream_t stream) {
   const MlaDecodePlan plan = mla_decode_plan(pr.dev, device());
-  if (plan.num_splits > 1) ++(plan.merge_launch ? stats().merged_by_launch : stats().merged_by_last_cta);
+  if (plan.num_splits > 1) ++(plan.merge_launch ? merged_by_launch : merged_by_last_cta);
   pr.d_out.fill(0xff);  // NaN in bf16
   mla_decode(engine(), pr.dev, stream);
   XQAJIT_CUDART_CHECK(cudaGetLastError());
@@ -133,25 +111,8 @@ MlaCase random_case(Backend backend, int i) {
 
 void prewarm(const std::vector<MlaCase>& cases) {
   std::vector<KernelSpec> specs;
-  for (const MlaCase& c : cases) {
-    MlaDecodeParams p;
-    p.input = c.input;
-    p.kv = c.kv;
-    p.num_heads = c.heads;
-    p.page_size = c.page_size;
-    p.q_len = c.q_len;
-    p.backend = c.backend;
-    specs.push_back(mla_decode_spec(p, device().best_arch()));
-  }
-  const auto results = engine().prewarm(specs, 0);
-  int failed = 0;
-  for (const auto& r : results)
-    if (!r.ok) {
-      ++failed;
-      std::fprintf(stderr, "prewarm %s failed: %s\n", r.name.c_str(), r.error.substr(0, 3000).c_str());
-    }
-  std::fprintf(stderr, "prewarmed %zu MLA specs (%d failed)\n", results.size(), failed);
-  REQUIRE(failed == 0);
+  for (const MlaCase& c : cases) specs.push_back(mla_decode_spec(c.params(), device().best_arch()));
+  prewarm_or_fail(specs, "MLA");
 }
 
 }  // namespace
@@ -189,37 +150,25 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     MlaProblem pr(c, rng(), device());
     run_and_check(pr, stream.get());
   }
-  std::fprintf(stderr, "\n%-26s %s\n", "backend q/kv", "worst rel err");
-  for (const auto& [k, v] : stats().worst) std::fprintf(stderr, "%-26s %.2e\n", k.c_str(), v);
-  std::fprintf(stderr, "mla cases: %d, failed: %d; split cases merged by the last CTA: %d, by a merge launch: %d\n",
-               stats().cases, stats().failures, stats().merged_by_last_cta, stats().merged_by_launch);
-  CHECK(stats().merged_by_last_cta > 0);  // both merges ran
-  CHECK(stats().merged_by_launch > 0);
+  stats().print("backend q/kv", "mla");
+  std::fprintf(stderr, "split cases merged by the last CTA: %d, by a merge launch: %d\n", merged_by_last_cta,
+               merged_by_launch);
+  CHECK(merged_by_last_cta > 0);  // both merges ran
+  CHECK(merged_by_launch > 0);
 }
 
 TEST_CASE("mla split-KV counters reset themselves across launches", "[gpu][mla]") {
   for (Backend b : backends()) {
-    MlaCase c;
+    MlaCase c;  // bf16 Q
     c.backend = b;
-    c.input = DType::bf16;
     c.kv = DType::fp8;
     c.kv_scale = 0.4f;
     c.num_splits = 6;
     c.heads = 128;
     c.seq_lens = {4000, 1, 0, 2500};
     MlaProblem pr(c, rng(), device());
-    REQUIRE(pr.dev.workspace != nullptr);
-    CudaStream stream;
-    for (int round = 0; round < 3; ++round) {
-      for (std::size_t i = 0; i < pr.lens.size(); ++i)
-        pr.lens[i] = c.seq_lens[i] == 0 ? 0 : 1 + static_cast<int>(rng()() % c.seq_lens[i]);
-      pr.d_lens.upload(pr.lens);
-      run_and_check(pr, stream.get());
-    }
-    const MlaDecodePlan plan = mla_decode_plan(pr.dev, device());
-    std::vector<unsigned> counters(pr.dev.batch * plan.grid[1]);
-    pr.d_ws.download(counters.data(), counters.size() * sizeof(unsigned));
-    for (unsigned v : counters) CHECK(v == 0u);
+    const std::size_t counters = pr.dev.batch * mla_decode_plan(pr.dev, device()).grid[1];
+    check_counters_reset(pr, c.seq_lens, 3, counters, run_and_check);
   }
 }
 
@@ -254,8 +203,7 @@ TEST_CASE("mla_decode inside a captured graph replays with new lengths and scale
     XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream.get(), &graph));
     XQAJIT_CUDART_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     for (int round = 0; round < 3; ++round) {
-      for (std::size_t i = 0; i < pr.lens.size(); ++i)
-        pr.lens[i] = c.seq_lens[i] == 0 ? 0 : static_cast<int>(rng()() % (c.seq_lens[i] + 1));
+      draw_lengths(pr.lens, c.seq_lens, 0);
       for (std::size_t i = 0; i < pr.q.size(); ++i)
         if (rng()() % 2 == 0) pr.q[i] ^= 0x01;  // a new Q (finite: random codes stay below 2^5)
       pr.scales = {0.2f + round * 0.1f, 0.1f + round * 0.15f};
@@ -280,14 +228,9 @@ TEST_CASE("mla_decode refuses bad arguments before launching", "[gpu][mla]") {
   c.num_splits = 3;
   c.seq_lens = {1000};
   MlaProblem pr(c, rng(), device());
+  check_workspace_refusals(pr.dev, [](const MlaDecodeParams& p, cudaStream_t s) { mla_decode(engine(), p, s); });
   CudaStream stream;
   MlaDecodeParams p = pr.dev;
-  p.workspace = nullptr;
-  CHECK_THROWS_AS(mla_decode(engine(), p, stream.get()), ArgumentError);
-  p = pr.dev;
-  p.workspace_bytes -= 4;
-  CHECK_THROWS_WITH(mla_decode(engine(), p, stream.get()), Catch::Contains("workspace_bytes"));
-  p = pr.dev;
   p.sm_scale = 0.f;
   CHECK_THROWS_WITH(mla_decode(engine(), p, stream.get()), Catch::Contains("sm_scale"));
 }

@@ -53,6 +53,18 @@ struct Fleet {
   }
 };
 
+/// Options of a host with no Redis (the tiny templates written in `dir`): a remote tier
+/// that cannot start at `url` must leave the engine working.
+Options host_without_redis(const TempDir& dir, const std::string& url) {
+  xqajit::test::write_tiny_templates(dir / "templates");
+  Options o;
+  o.cache_dir = dir / "cache";
+  o.template_dir = dir / "templates";
+  o.log_level = "off";
+  o.remote_cache = url;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("a compile is published; another host gets it from the remote, then from its disk", "[remote]") {
@@ -283,25 +295,14 @@ TEST_CASE("the lease is renewed while a compile outlasts it", "[remote][lease]")
 
 TEST_CASE("a bad remote URL turns the tier off, not the engine", "[remote]") {
   TempDir dir;
-  xqajit::test::write_tiny_templates(dir / "templates");
-  Options o;
-  o.cache_dir = dir / "cache";
-  o.template_dir = dir / "templates";
-  o.log_level = "off";
-  o.remote_cache = "rediss://somewhere:6379";
-  Engine engine(o);
+  Engine engine(host_without_redis(dir, "rediss://somewhere:6379"));
   CHECK(engine.remote_cache() == nullptr);
   CHECK(engine.cubin(tiny_spec(1)).source == Source::compiled);
 }
 
 TEST_CASE("a missing hiredis says so and turns the tier off, not the engine", "[remote]") {
   TempDir dir;
-  xqajit::test::write_tiny_templates(dir / "templates");
-  Options o;
-  o.cache_dir = dir / "cache";
-  o.template_dir = dir / "templates";
-  o.log_level = "off";
-  o.remote_cache = "redis://127.0.0.1:6379";
+  Options o = host_without_redis(dir, "redis://127.0.0.1:6379");
   o.libhiredis_path = (dir / "no-such-libhiredis.so").string();
   CHECK_THROWS_WITH(RemoteCache(o, "v1-x"), Catch::Contains("hiredis") && Catch::Contains("libhiredis-dev"));
   Engine engine(o);

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "support/reference.hpp"
+#include "support/softmax_reference.hpp"
 
 namespace xqajit::testing {
 
@@ -40,31 +41,22 @@ std::vector<double> reference_mla_decode(const MlaDecodeParams& p, std::vector<d
   auto run = [&](int b, int t0, int t1, int n, const std::function<bool(int, int)>& visible) {
     auto row = [&](int t, int h, std::vector<double>& scores, std::vector<double>& qv, std::vector<double>& acc) {
       for (int d = 0; d < kQk; ++d) qv[d] = load_element(p.input, p.q, b * q_b + t * q_t + h * q_h + d);
-      double m = -INFINITY;
-      for (int j = 0; j < n; ++j) {
-        if (!visible(t, j)) {
-          scores[j] = -INFINITY;
-          continue;
-        }
+      auto dot = [&](int j) {
         const double* k = &kv[std::size_t(j) * kQk];
         double s = 0;
         for (int d = 0; d < kQk; ++d) s += qv[d] * k[d];
-        scores[j] = s * logit_scale;
-        m = std::max(m, scores[j]);
-      }
+        return s;
+      };
+      const double m = masked_scores(n, [&](int j) { return visible(t, j); }, dot, logit_scale, scores);
       if (m == -INFINITY) return;  // no visible key: zeros, lse +inf
-      double denom = 0;
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int j = 0; j < n; ++j) {
-        if (scores[j] == -INFINITY) continue;
-        const double w = std::exp(scores[j] - m);
-        denom += w;
-        const double* v = &kv[std::size_t(j) * kQk];
-        for (int d = 0; d < kV; ++d) acc[d] += w * v[d];
-      }
+      // V is the first 512 values of each latent row.
+      auto value = [&](int j, int d) { return kv[std::size_t(j) * kQk + d]; };
+      const double denom = softmax_weighted_sum(n, scores, m, kV, value, acc);
       const double row_lse = m + std::log(denom);
       const std::size_t r = (std::size_t(b) * Q + t) * H + h;
       lse[r] = row_lse;
+      // A sink is one more term of the denominator with no value: FlashMLA's
+      // exp(lse) / (exp(lse) + exp(sink)); lse itself leaves it out.
       const double sink = p.attn_sink ? 1.0 / (1.0 + std::exp(double(p.attn_sink[h]) - row_lse)) : 1.0;
       double* o = &out[r * kV];
       for (int d = 0; d < kV; ++d) o[d] = acc[d] / denom * kv_scale * sink;

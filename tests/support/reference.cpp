@@ -6,6 +6,8 @@
 #include <limits>
 #include <thread>
 
+#include "support/softmax_reference.hpp"
+
 namespace xqajit::testing {
 namespace {
 
@@ -147,34 +149,25 @@ std::vector<double> reference_decode(const DecodeParams& p) {
         for (int d = 0; d < D; ++d)
           qv[d] = load_element(p.input, p.q, b * q_b + t * q_t + hq * q_h + d);
         const int pos = L - Q + t;  // this query's position; the drafts are keys L-Q..L-1
-        double m = -INFINITY;
-        for (int j = 0; j < L; ++j) {
-          bool visible = true;
-          if (p.sliding_window > 0 && j < pos - p.sliding_window + 1) visible = false;
+        auto visible = [&](int j) {
+          if (p.sliding_window > 0 && j < pos - p.sliding_window + 1) return false;
           if (Q > 1 && j >= L - Q) {
             const int bit = j - (L - Q);
             const std::uint32_t word = p.spec_mask[(std::int64_t(b) * Q + t) * mask_words + bit / 32];
-            if (!((word >> (bit % 32)) & 1u)) visible = false;
+            if (!((word >> (bit % 32)) & 1u)) return false;
           }
-          if (!visible) {
-            scores[j] = -INFINITY;
-            continue;
-          }
+          return true;
+        };
+        auto dot = [&](int j) {
           double s = 0;
           for (int d = 0; d < D; ++d) s += qv[d] * load_element(p.kv, p.k_cache, k_index(j, d));
-          scores[j] = s * qk_scale;
-          m = std::max(m, scores[j]);
-        }
+          return s;
+        };
+        const double m = masked_scores(L, visible, dot, qk_scale, scores);
         double* o = &out[((std::size_t(b) * Q + t) * Hq + hq) * D];
         if (m == -INFINITY) continue;  // no visible key: zeros
-        double denom = 0;
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (int j = 0; j < L; ++j) {
-          if (scores[j] == -INFINITY) continue;
-          const double w = std::exp(scores[j] - m);
-          denom += w;
-          for (int d = 0; d < D; ++d) acc[d] += w * load_element(p.kv, p.v_cache, v_index(j, d));
-        }
+        auto value = [&](int j, int d) { return load_element(p.kv, p.v_cache, v_index(j, d)); };
+        double denom = softmax_weighted_sum(L, scores, m, D, value, acc);
         if (p.sinks) denom += std::exp(double(p.sinks[hq]) - m);
         for (int d = 0; d < D; ++d) o[d] = acc[d] / denom * out_scale;
       }

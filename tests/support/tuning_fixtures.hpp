@@ -2,6 +2,7 @@
 // Specs, a device, table entries and a deterministic timer shared by the
 // tuning and tuner tests.
 
+#include <initializer_list>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -12,27 +13,20 @@
 
 namespace xqajit::test {
 
-inline KernelSpec gqa_spec() {
+/// A bf16 spec of `kind` on sm_90a, 64-token pages.
+inline KernelSpec bf16_spec(Kind kind, int head_dim, int group) {
   KernelSpec s;
-  s.kind = Kind::gqa;
+  s.kind = kind;
   s.input = s.kv = s.output = DType::bf16;
-  s.head_dim = 128;
+  s.head_dim = head_dim;
   s.page_size = 64;
-  s.group = 8;
+  s.group = group;
   s.arch = Arch::parse("sm_90a");
   return s;
 }
 
-inline KernelSpec mla_spec() {
-  KernelSpec s;
-  s.kind = Kind::mla;
-  s.input = s.kv = s.output = DType::bf16;
-  s.head_dim = 576;
-  s.page_size = 64;
-  s.group = 16;
-  s.arch = Arch::parse("sm_90a");
-  return s;
-}
+inline KernelSpec gqa_spec() { return bf16_spec(Kind::gqa, 128, 8); }
+inline KernelSpec mla_spec() { return bf16_spec(Kind::mla, 576, 16); }
 
 inline TuningDevice h100() { return {"NVIDIA H100 80GB HBM3", 9, 0, 132, "fp-v1"}; }
 
@@ -59,6 +53,10 @@ struct FakeTimer : Timer {
   std::map<std::string, double> us;
   double fallback = 100;
   int calls = 0;
+  FakeTimer() = default;
+  FakeTimer(std::initializer_list<std::pair<TunedChoice, double>> table) {
+    for (const auto& [choice, t] : table) us[to_string(choice)] = t;
+  }
   double median_us(const TuningKey&, const TunedChoice& c) override {
     ++calls;
     auto it = us.find(to_string(c));

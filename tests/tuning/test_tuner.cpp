@@ -125,9 +125,7 @@ TEST_CASE("tuner: the fastest candidate wins; the heuristic keeps ties within no
   const TuningKey key{h100(), gqa_spec(), 8, 8192};
   const TunedChoice h = heuristic_choice(gqa_spec());
   const TunedChoice fast{128, 8, Backend::hopper};
-  FakeTimer timer;
-  timer.us[to_string(h)] = 50;
-  timer.us[to_string(fast)] = 40;
+  FakeTimer timer{{h, 50}, {fast, 40}};
   timer.us[to_string(TunedChoice{16, 0, Backend::portable})] = -1;  // cannot run: skipped
   auto e = tune_key(key, timer);
   REQUIRE(e);
@@ -158,9 +156,7 @@ TEST_CASE("tuner: a winner that loses the interleaved re-timing is reverted to t
   const TuningKey key{h100(), gqa_spec(), 1, 32768};
   const TunedChoice h = heuristic_choice(gqa_spec());
   const TunedChoice lucky{32, 16, Backend::portable};
-  FakeTimer timer;
-  timer.us[to_string(h)] = 50;
-  timer.us[to_string(lucky)] = 30;         // one lucky median in the selection ...
+  FakeTimer timer{{h, 50}, {lucky, 30}};  // one lucky median in the selection ...
   timer.retimed[to_string(lucky)] = 51.5;  // ... but 3 % slower when A/B re-timed
   auto e = tune_key(key, timer);
   REQUIRE(e);

@@ -1,16 +1,20 @@
 #pragma once
 // Pieces the GPU benchmarks share: the copy-bandwidth ceiling, random device
 // fills (never zeros: they hide wrong indexing and run faster than real data),
-// and per-launch timing of a captured graph of back-to-back launches.
+// the paged table of a shape, the workspace, and per-launch timing of a captured
+// graph of back-to-back launches. An op's bench keeps its shapes, its params and
+// its columns.
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "support/gpu_buffers.hpp"
 #include "support/reference.hpp"
+#include "xqajit/runtime/driver.hpp"
 
 namespace xqajit::testing {
 
@@ -42,6 +46,16 @@ inline double copy_bandwidth() {
   return 2.0 * n / (median(ms) * 1e-3);
 }
 
+/// Prints the device and its copy bandwidth (a table line, then a JSON line on stderr);
+/// returns the bandwidth, the ceiling every row is a percentage of.
+inline double report_device(const DeviceInfo& info) {
+  const double copy_bw = copy_bandwidth();
+  std::printf("device: %s (%d SMs), copy bandwidth (read+write): %.0f GB/s\n", info.name.c_str(), info.sm_count,
+              copy_bw / 1e9);
+  std::fprintf(stderr, "{\"device\": \"%s\", \"copy_GBps\": %.1f}\n", info.name.c_str(), copy_bw / 1e9);
+  return copy_bw;
+}
+
 /// Fills a device buffer with random finite values of `dt` (a host pattern tiled on the device).
 inline void fill_random(DeviceBuffer& buf, DType dt, std::mt19937& rng) {
   const std::size_t pattern_bytes = std::min<std::size_t>(buf.bytes(), 16 << 20);
@@ -60,6 +74,48 @@ inline void fill_random(DeviceBuffer& buf, DType dt, std::mt19937& rng) {
     const std::size_t n = std::min(pattern_bytes, buf.bytes() - off);
     XQAJIT_CUDART_CHECK(cudaMemcpy(buf.get<char>() + off, host.data(), n, cudaMemcpyHostToDevice));
   }
+}
+
+/// `batch` requests of `len` keys each over pages of `page_size` keys, every request's
+/// pages drawn from one shuffled pool: the shape first (set_shape: what the plan reads),
+/// then the table and lengths on the device (upload, once the shape is kept).
+struct BenchPages {
+  int batch, len, page_size;
+  std::size_t per_seq, count;  // pages per request, pages in the pool
+  DeviceBuffer table, lens;
+
+  BenchPages(int batch_, int len_, int page_size_)
+      : batch(batch_), len(len_), page_size(page_size_), per_seq((len_ + page_size_ - 1) / page_size_),
+        count(per_seq * batch_) {}
+
+  template <class Params>
+  void set_shape(Params& p) const {
+    p.batch = batch;
+    p.page_size = page_size;
+    p.num_pages = static_cast<int>(count);
+    p.max_pages_per_seq = static_cast<int>(per_seq);
+  }
+
+  template <class Params>
+  void upload(Params& p, std::mt19937& rng) {
+    std::vector<std::int32_t> pages(count), lengths(batch, len);
+    for (std::size_t i = 0; i < count; ++i) pages[i] = static_cast<std::int32_t>(i);
+    std::shuffle(pages.begin(), pages.end(), rng);
+    table = to_device(pages);
+    lens = to_device(lengths);
+    p.block_table = table.get<std::int32_t>();
+    p.seq_lens = lens.get<std::int32_t>();
+  }
+};
+
+/// The workspace a plan needs, zeroed once (its counters reset themselves), in `p`.
+template <class Params>
+DeviceBuffer zeroed_workspace(Params& p, std::size_t bytes) {
+  DeviceBuffer ws(std::max<std::size_t>(bytes, 16));
+  ws.fill(0);
+  p.workspace = ws.get();
+  p.workspace_bytes = bytes;
+  return ws;
 }
 
 /// `--only "A|B"` on the command line: keep the shapes whose key contains A or B

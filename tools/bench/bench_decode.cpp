@@ -62,10 +62,7 @@ int main(int argc, char** argv) {
   const ShapeFilter only(argc, argv);
   try {
     const DeviceInfo info = Driver::instance().device(0);
-    const double copy_bw = copy_bandwidth();
-    std::printf("device: %s (%d SMs), copy bandwidth (read+write): %.0f GB/s\n", info.name.c_str(),
-                info.sm_count, copy_bw / 1e9);
-    std::fprintf(stderr, "{\"device\": \"%s\", \"copy_GBps\": %.1f}\n", info.name.c_str(), copy_bw / 1e9);
+    const double copy_bw = report_device(info);
 
     const DType bf = DType::bf16, fp = DType::fp16, f8 = DType::fp8;
     std::vector<Shape> shapes = {
@@ -205,24 +202,20 @@ int main(int argc, char** argv) {
       const std::string key = fmt::format("{} {} {} {} {} {} {} {}{}", s.B, s.L, s.Hq, s.Hk, s.D, to_string(s.input),
                                           to_string(s.kv), s.page, s.q_len > 1 ? fmt::format(" q{}", s.q_len) : "");
       if (!only.keeps(key)) continue;
-      const std::size_t pages_per_seq = (s.L + s.page - 1) / s.page;
-      const std::size_t num_pages = pages_per_seq * s.B;
-      const std::size_t kv_bytes = num_pages * s.page * s.Hk * s.D * dtype_bytes(s.kv);
+      DecodeParams p;
+      BenchPages pages(s.B, s.L, s.page);
+      pages.set_shape(p);
+      const std::size_t kv_bytes = pages.count * s.page * s.Hk * s.D * dtype_bytes(s.kv);
       const int rotate = static_cast<int>(std::clamp<std::size_t>((512u << 20) / (2 * kv_bytes) + 1, 1, 8));
 
-      DecodeParams p;
       p.input = s.input;
       p.kv = s.kv;
       p.output = s.input;
-      p.batch = s.B;
       p.q_len = s.q_len;
       p.backend = backend;
       p.num_q_heads = s.Hq;
       p.num_kv_heads = s.Hk;
       p.head_dim = s.D;
-      p.page_size = s.page;
-      p.num_pages = static_cast<int>(num_pages);
-      p.max_pages_per_seq = static_cast<int>(pages_per_seq);
       p.kv_scale = 0.5f;
       p.kv_tile = s.kv_tile;
       p.num_splits = s.splits;
@@ -239,10 +232,7 @@ int main(int argc, char** argv) {
                                              plan.num_splits, plan.split_tokens, s.hnd);
       if (std::find(timed.begin(), timed.end(), launch) != timed.end()) continue;
       timed.push_back(launch);
-      std::vector<std::int32_t> table(num_pages), lens(s.B, s.L);
-      for (std::size_t i = 0; i < num_pages; ++i) table[i] = static_cast<std::int32_t>(i);
-      std::shuffle(table.begin(), table.end(), rng);
-      DeviceBuffer d_table = to_device(table), d_lens = to_device(lens);
+      pages.upload(p, rng);
       std::vector<DeviceBuffer> ks, vs;
       for (int r = 0; r < rotate; ++r) {
         ks.emplace_back(kv_bytes);
@@ -259,13 +249,8 @@ int main(int argc, char** argv) {
       p.spec_mask = s.q_len > 1 ? d_mask.get<std::uint32_t>() : nullptr;
       p.q = d_q.get();
       p.out = d_out.get();
-      p.block_table = d_table.get<std::int32_t>();
-      p.seq_lens = d_lens.get<std::int32_t>();
       const CubinRef cubin = engine.cubin(plan.spec);
-      DeviceBuffer ws(std::max<std::size_t>(plan.workspace_bytes, 16));
-      ws.fill(0);
-      p.workspace = ws.get();
-      p.workspace_bytes = plan.workspace_bytes;
+      const DeviceBuffer ws = zeroed_workspace(p, plan.workspace_bytes);
 
       // Warm up (loads the kernel), then capture `kLaunches` launches rotating buffers.
       constexpr int kLaunches = 20;

@@ -34,10 +34,7 @@ int main(int argc, char** argv) {
   const ShapeFilter only(argc, argv);
   try {
     const DeviceInfo info = Driver::instance().device(0);
-    const double copy_bw = copy_bandwidth();
-    std::printf("device: %s (%d SMs), copy bandwidth (read+write): %.0f GB/s\n", info.name.c_str(), info.sm_count,
-                copy_bw / 1e9);
-    std::fprintf(stderr, "{\"device\": \"%s\", \"copy_GBps\": %.1f}\n", info.name.c_str(), copy_bw / 1e9);
+    const double copy_bw = report_device(info);
     const DType bf = DType::bf16, f8 = DType::fp8;
     // The shapes: compute-bound H=128, memory-bound H=16, one long request, MTP;
     // small batches (B = 1-4), where the split merge is most of the time.
@@ -78,14 +75,12 @@ int main(int argc, char** argv) {
         const std::string key = fmt::format("{} {} {} {} {}/{}", s.H, s.B, s.L, s.q_len, to_string(s.input),
                                             to_string(s.kv));
         if (!only.keeps(key)) continue;
-        constexpr int kPage = 64;
-        const std::size_t pages_per_seq = (s.L + kPage - 1) / kPage, num_pages = pages_per_seq * s.B;
-        const std::size_t kv_bytes = num_pages * kPage * 576 * dtype_bytes(s.kv);
+        MlaDecodeParams p;
+        BenchPages pages(s.B, s.L, 64);
+        pages.set_shape(p);
+        const std::size_t kv_bytes = pages.count * pages.page_size * 576 * dtype_bytes(s.kv);
         const int rotate = static_cast<int>(std::clamp<std::size_t>((512u << 20) / kv_bytes + 1, 1, 8));
-        std::vector<std::int32_t> table(num_pages), lens(s.B, s.L);
-        for (std::size_t i = 0; i < num_pages; ++i) table[i] = static_cast<std::int32_t>(i);
-        std::shuffle(table.begin(), table.end(), rng);
-        DeviceBuffer d_table = to_device(table), d_lens = to_device(lens);
+        pages.upload(p, rng);
         std::vector<DeviceBuffer> caches;
         for (int r = 0; r < rotate; ++r) {
           caches.emplace_back(kv_bytes);
@@ -95,19 +90,12 @@ int main(int argc, char** argv) {
         DeviceBuffer d_out(std::size_t(s.B) * s.q_len * s.H * 512 * 2);
         fill_random(d_q, s.input, rng);
 
-        MlaDecodeParams p;
         p.input = s.input;
         p.kv = s.kv;
-        p.batch = s.B;
         p.q_len = s.q_len;
         p.num_heads = s.H;
-        p.page_size = kPage;
-        p.num_pages = static_cast<int>(num_pages);
-        p.max_pages_per_seq = static_cast<int>(pages_per_seq);
         p.q = d_q.get();
         p.out = d_out.get();
-        p.block_table = d_table.get<std::int32_t>();
-        p.seq_lens = d_lens.get<std::int32_t>();
         p.sm_scale = 0.0721687836f;
         p.q_scale = s.input == f8 ? 0.1f : 1.f;
         p.kv_scale = s.kv == f8 ? 0.1f : 1.f;
@@ -121,10 +109,7 @@ int main(int argc, char** argv) {
           continue;
         }
         const CubinRef cubin = engine.cubin(plan.spec);
-        DeviceBuffer ws(std::max<std::size_t>(plan.workspace_bytes, 16));
-        ws.fill(0);
-        p.workspace = ws.get();
-        p.workspace_bytes = plan.workspace_bytes;
+        const DeviceBuffer ws = zeroed_workspace(p, plan.workspace_bytes);
         for (int r = 0; r < rotate; ++r) {  // warm up (loads the kernel)
           p.kv_cache = caches[r].get();
           mla_decode(engine, p, stream.get());

@@ -15,3 +15,10 @@ run_peers() {
     echo "peers exit: $?" >> "$OUT/$2.txt"
   fi
 }
+
+# print_peers KIND NAME TITLE: the peers' table of $OUT/NAME.json (tools/bench/peer_table.py),
+# else the tail of their log.
+print_peers() {
+  echo "===== $3"
+  python3 "$(dirname "${BASH_SOURCE[0]}")/peer_table.py" "$1" "$OUT/$2.json" 2>/dev/null || tail -5 "$OUT/$2.txt"
+}

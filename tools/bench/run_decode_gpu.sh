@@ -30,13 +30,4 @@ echo "bench_decode exit: $?" >> "$OUT/bench.txt"
 run_peers tools/bench/peer_shapes.json peers
 echo "===== test (tail)"; grep -E "FAILED|failed|passed|decode cases|worst|/fp|prewarm|seed|exit|error" "$OUT/test.log" | tail -40
 echo "===== bench"; cat "$OUT/bench.txt"
-echo "===== peers"
-python3 - "$OUT/peers.json" <<'PY' 2>/dev/null || tail -5 "$OUT/peers.txt"
-import json, sys
-d = json.load(open(sys.argv[1]))
-print("peers copy GB/s:", round(d.get("copy_GBps", d.get("copy_bandwidth_GBps", 0)), 1) if isinstance(d, dict) else "")
-rows = d.get("rows", d.get("results", d)) if isinstance(d, dict) else d
-for r in rows:
-    if isinstance(r, dict) and r.get("kind") == "gqa":
-        print(r["B"], r["L"], r["Hq"], r["Hk"], r["D"], r.get("dtype"), "cudnn_us", round(r.get("cudnn_us", -1), 1), "flash_us", round(r.get("flash_us", -1), 1))
-PY
+print_peers gqa peers peers

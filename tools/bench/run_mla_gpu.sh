@@ -17,10 +17,4 @@ echo "bench_mla exit: $?" >> "$OUT/mla_bench.txt"
 run_peers tools/bench/peer_shapes_mla.json mla_peers
 echo "===== mla test (tail)"; grep -E "FAILED|failed|passed|mla cases|worst|hopper |portable |seed|exit|error" "$OUT/mla_test.log" | tail -30
 echo "===== mla bench"; cat "$OUT/mla_bench.txt"
-echo "===== mla peers (PyTorch two bmm, bf16)"
-python3 - "$OUT/mla_peers.json" <<'PY' 2>/dev/null || tail -5 "$OUT/mla_peers.txt"
-import json, sys
-d = json.load(open(sys.argv[1]))
-for r in d["rows"]:
-    print(f'H={r["H"]} B={r["B"]} L={r["L"]}: {r["torch_bmm_us"]:.1f} us, {r["torch_bmm_TFLOPs"]:.0f} TFLOP/s')
-PY
+print_peers mla mla_peers "mla peers (PyTorch two bmm, bf16)"

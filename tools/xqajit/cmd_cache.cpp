@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "cli_common.hpp"
+#include "util/iso_time.hpp"
 #include "xqajit/cache/bundle.hpp"
 #include "xqajit/cache/cache.hpp"
 #include "xqajit/compile/compiler.hpp"
@@ -27,12 +28,7 @@ std::string iso_time(fs::file_time_type t) {
   const auto system =
       std::chrono::system_clock::now() +
       std::chrono::duration_cast<std::chrono::system_clock::duration>(t - fs::file_time_type::clock::now());
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(system);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
+  return detail::utc_iso8601(std::chrono::system_clock::to_time_t(system));
 }
 
 // The engine's cache, or (when XQAJIT_DISK_CACHE=0 turned it off) one on the

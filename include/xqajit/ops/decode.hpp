@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "xqajit/runtime/driver.hpp"
+#include "xqajit/ops/launch_plan.hpp"
 #include "xqajit/runtime/engine.hpp"
 #include "xqajit/spec/spec.hpp"
 #include "xqajit/tuning/tuning.hpp"
@@ -98,16 +99,9 @@ void validate(const DecodeParams& params);
 /// The kernel spec a decode with these params runs on `arch`.
 KernelSpec decode_spec(const DecodeParams& params, const Arch& arch);
 
-/// How a launch splits the sequence (the same plan decode() will use).
-struct DecodePlan {
-  KernelSpec spec;
-  int num_splits = 1;
-  int split_tokens = 0;          ///< keys per split
-  unsigned grid[3] = {1, 1, 1};
-  unsigned threads = 0;
-  unsigned smem_bytes = 0;
-  std::size_t workspace_bytes = 0;
-  ChoiceSource source = ChoiceSource::heuristic;  ///< where kv_tile / splits came from (tuning.hpp)
+/// How a launch splits the sequence (the same plan decode() will use): LaunchPlan's
+/// fields, and the launch options only decode has.
+struct DecodePlan : LaunchPlan {
   /// Whether the launch asks for programmatic dependent launch: the params' flag, on
   /// sm_90+, where it measured no slower -- split launches and 16-bit caches; one-split
   /// grids of an fp8 cache launch plainly (H200: 1-3.5 % faster so, docs/KERNEL_NOTES.md h13),

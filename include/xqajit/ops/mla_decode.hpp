@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "xqajit/runtime/driver.hpp"
+#include "xqajit/ops/launch_plan.hpp"
 #include "xqajit/runtime/engine.hpp"
 #include "xqajit/spec/spec.hpp"
 #include "xqajit/tuning/tuning.hpp"
@@ -98,17 +99,10 @@ inline bool is_sparse(const MlaDecodeParams& params) { return params.indices != 
 /// The kernel spec an MLA decode with these params runs on `arch` (backend resolved).
 KernelSpec mla_decode_spec(const MlaDecodeParams& params, const Arch& arch);
 
-/// How a launch maps onto the GPU (the same plan mla_decode() will use).
-struct MlaDecodePlan {
-  KernelSpec spec;            ///< normalized: backend and kv_tile resolved
-  int num_splits = 1;
-  int split_tokens = 0;
+/// How a launch maps onto the GPU (the same plan mla_decode() will use): LaunchPlan's
+/// fields, and the merge launch only MLA has.
+struct MlaDecodePlan : LaunchPlan {
   int rows_per_cta = 0;
-  unsigned grid[3] = {1, 1, 1};
-  unsigned threads = 0;
-  unsigned smem_bytes = 0;
-  std::size_t workspace_bytes = 0;
-  ChoiceSource source = ChoiceSource::heuristic;  ///< where kv_tile / splits came from (tuning.hpp)
   /// Splits merged by a second launch (xqajit_mla_merge: merge_grid x merge_threads,
   /// one CTA a row) instead of the last CTA of each (request, row block).
   bool merge_launch = false;

@@ -5,29 +5,23 @@ sm_scale * q_scale * kv_scale; out = softmax.V * kv_scale; the last q_len keys
 are the new tokens, masked causally or by spec_mask bits; a request with no key
 gives zeros. Every cache slot no request uses holds NaN."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
+
+from problem import PagedCase, fill_live_slots, shuffled_table
 
 QK, V = 576, 512
 FP8 = torch.float8_e4m3fn
 
 
 @dataclass
-class MlaCase:
-    dtype: torch.dtype = torch.bfloat16
-    kv_dtype: torch.dtype = torch.bfloat16
+class MlaCase(PagedCase):
     heads: int = 16
-    page_size: int = 64
-    q_len: int = 1
-    seq_lens: list = field(default_factory=lambda: [100])
     sm_scale: float = 192 ** -0.5
     q_scale: float = 1.0
-    kv_scale: float = 1.0
-    scale_tensors: bool = False
     explicit_mask: bool = False
     backend: str = "auto"
-    q3d: bool = False
     cache_4d: bool = False   # FlashMLA's [pages, page_size, 1, 576]
     padded: bool = False     # rows of 640 values, heads of 608: every stride explicit
     num_splits: int = 0
@@ -37,14 +31,10 @@ def make_mla_problem(c: MlaCase, seed: int = 0, device="cuda"):
     g = torch.Generator(device="cpu").manual_seed(seed)
     B, H, P, Q = len(c.seq_lens), c.heads, c.page_size, c.q_len
     max_pages = max(1, max((L + P - 1) // P for L in c.seq_lens))
-    num_pages = B * max_pages + 3
-    table = torch.randperm(num_pages, generator=g)[: B * max_pages].reshape(B, max_pages).to(torch.int32)
+    table, num_pages = shuffled_table(B, max_pages, g)
     row = 640 if c.padded else QK
     kv = torch.full((num_pages, P, row), float("nan"))
-    for b, L in enumerate(c.seq_lens):
-        for j in range((L + P - 1) // P):
-            n = min(P, L - j * P)
-            kv[table[b, j], :n, :QK] = torch.randn(n, QK, generator=g)
+    fill_live_slots(kv[..., :QK], table, c.seq_lens, g)
     q = torch.randn(B, Q, H, 608 if c.padded else QK, generator=g)
     if c.dtype == FP8 or c.kv_dtype == FP8:
         kv, q = kv.clamp(-4, 4), q.clamp(-4, 4)

@@ -1,6 +1,7 @@
 """A random paged decode problem on the GPU: each request owns its own pages
 (shuffled), and every slot no request uses holds NaN, so a masked key that
-leaks into the output shows."""
+leaks into the output shows. PagedCase, shuffled_table and fill_live_slots are
+what every op's problem shares (mla_problem.py)."""
 
 from dataclasses import dataclass, field
 
@@ -8,23 +9,46 @@ import torch
 
 
 @dataclass
-class Case:
+class PagedCase:
+    """The fields every op's case has (keyword arguments only)."""
     dtype: torch.dtype = torch.bfloat16
     kv_dtype: torch.dtype = torch.bfloat16
-    head_dim: int = 128
     page_size: int = 64
-    group: int = 8
-    num_kv_heads: int = 2
     q_len: int = 1
     seq_lens: list = field(default_factory=lambda: [100])
+    kv_scale: float = 1.0
+    scale_tensors: bool = False  # scales as one-element device tensors
+    q3d: bool = False            # q without its q_len axis
+
+
+@dataclass
+class Case(PagedCase):
+    head_dim: int = 128
+    group: int = 8
+    num_kv_heads: int = 2
     layout: str = "NHD"  # NHD | HND (a transposed view) | HND_NAMED (kv_layout="HND") | COMBINED
     window: int = 0
     sinks: bool = False
-    kv_scale: float = 1.0
     out_scale: float = 0.0  # > 0: fp8 output
-    scale_tensors: bool = False
-    q3d: bool = False
     extra_pages: int = 1
+
+
+def shuffled_table(batch: int, max_pages: int, g):
+    """[batch, max_pages] int32 page ids, each request its own pages of a shuffled pool
+    with 3 pages to spare; returns (table, pages in the pool)."""
+    num_pages = batch * max_pages + 3
+    perm = torch.randperm(num_pages, generator=g)
+    return perm[: batch * max_pages].reshape(batch, max_pages).to(torch.int32), num_pages
+
+
+def fill_live_slots(cache, table, seq_lens, g):
+    """Random normal values in every slot a request uses of cache [pages, page_size, ...]
+    (a view writes through); the other slots keep what they hold (NaN)."""
+    P = cache.shape[1]
+    for b, L in enumerate(seq_lens):
+        for j in range((L + P - 1) // P):
+            n = min(P, L - j * P)
+            cache[table[b, j], :n] = torch.randn(n, *cache.shape[2:], generator=g)
 
 
 def make_problem(c: Case, seed: int = 0, device="cuda"):
@@ -32,16 +56,11 @@ def make_problem(c: Case, seed: int = 0, device="cuda"):
     B, Hkv, D, P, Q = len(c.seq_lens), c.num_kv_heads, c.head_dim, c.page_size, c.q_len
     Hq = Hkv * c.group
     max_pages = max((L + P - 1) // P for L in c.seq_lens) + c.extra_pages
-    num_pages = B * max_pages + 3
-    perm = torch.randperm(num_pages, generator=g)
-    table = perm[: B * max_pages].reshape(B, max_pages).to(torch.int32)
+    table, num_pages = shuffled_table(B, max_pages, g)
 
     def cache():
         x = torch.full((num_pages, P, Hkv, D), float("nan"))
-        for b, L in enumerate(c.seq_lens):
-            for j in range((L + P - 1) // P):
-                n = min(P, L - j * P)
-                x[table[b, j], :n] = torch.randn(n, Hkv, D, generator=g)
+        fill_live_slots(x, table, c.seq_lens, g)
         if c.kv_dtype in (torch.float8_e4m3fn, torch.uint8):
             x = x.clamp(-4, 4).to(torch.float8_e4m3fn)
             return x.view(torch.uint8) if c.kv_dtype == torch.uint8 else x

@@ -4,6 +4,7 @@ torch and replayed with changed sequence lengths and scales."""
 import torch
 
 import xqajit
+from capture import assert_compiled_matches_eager, captured, replays
 from problem import Case, make_problem
 from reference import reference_decode
 
@@ -21,9 +22,7 @@ def test_torch_compile_fullgraph_matches_eager():
     def run(fn):
         return fn(x, p["k"], p["v"], p["block_table"], p["seq_lens"], 1.0)
 
-    torch._dynamo.reset()
-    compiled = torch.compile(step, fullgraph=True)
-    torch.testing.assert_close(run(compiled), run(step), atol=2e-2, rtol=2e-2)
+    assert_compiled_matches_eager(step, run)
 
 
 def test_cuda_graph_replays_with_new_lengths_and_scales():
@@ -38,19 +37,8 @@ def test_cuda_graph_replays_with_new_lengths_and_scales():
     def step():
         xqajit.decode(q, k, v, bt, lens, kv_scale=kv_scale, out=out)
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):  # warm-up: loads the kernel, sizes the workspace
-        step()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
-
-    for new_lens, scale in [([2000, 64, 0, 700], 0.5), ([1, 2000, 300, 0], 1.25), ([0, 0, 0, 5], 2.0)]:
-        lens.copy_(torch.tensor(new_lens, dtype=torch.int32))
-        kv_scale.fill_(scale)
-        graph.replay()
-        torch.cuda.synchronize()
+    graph = captured(step)
+    rounds = [([2000, 64, 0, 700], 0.5), ([1, 2000, 300, 0], 1.25), ([0, 0, 0, 5], 2.0)]
+    for scale in replays(graph, lens, kv_scale, rounds):
         ref = reference_decode(q, k, v, bt, lens.cpu(), kv_scale=scale, fp8_kv=True)
         torch.testing.assert_close(out.double(), ref, atol=2e-2, rtol=2e-2)

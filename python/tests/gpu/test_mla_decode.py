@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import xqajit
+from capture import assert_compiled_matches_eager, captured, replays
 from mla_problem import FP8, MlaCase, make_mla_problem, mla_kwargs, reference_mla, relative_error
 
 TOLERANCE = 2e-2  # relative L2 error; the C++ GPU suite's worst over 378 cases was 2.35e-3
@@ -83,9 +84,7 @@ def test_torch_compile_fullgraph_matches_eager():
     def run(fn):
         return fn(x, p["kv"], p["block_table"], p["seq_lens"], 1.0)
 
-    torch._dynamo.reset()
-    compiled = torch.compile(step, fullgraph=True)
-    torch.testing.assert_close(run(compiled), run(step), atol=2e-2, rtol=2e-2)
+    assert_compiled_matches_eager(step, run)
 
 
 def test_cuda_graph_replays_with_new_lengths_and_scales():
@@ -100,20 +99,9 @@ def test_cuda_graph_replays_with_new_lengths_and_scales():
     def step():
         xqajit.mla_decode(q, kv, bt, lens, sm_scale=case.sm_scale, kv_scale=kv_scale, out=out)
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):  # warm-up: loads the kernel, sizes the workspace
-        step()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
-
-    for new_lens, scale in [([2000, 64, 0, 700], 0.5), ([2, 2000, 300, 0], 1.25), ([0, 0, 0, 5], 2.0)]:
-        lens.copy_(torch.tensor(new_lens, dtype=torch.int32))
-        kv_scale.fill_(scale)
-        graph.replay()
-        torch.cuda.synchronize()
+    graph = captured(step)
+    rounds = [([2000, 64, 0, 700], 0.5), ([2, 2000, 300, 0], 1.25), ([0, 0, 0, 5], 2.0)]
+    for scale in replays(graph, lens, kv_scale, rounds):
         want = reference_mla(q, kv, bt, lens.cpu(), sm_scale=case.sm_scale, kv_scale=scale)
         assert relative_error(out.double(), want) < TOLERANCE
 

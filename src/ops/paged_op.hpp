@@ -1,0 +1,209 @@
+#pragma once
+// What every paged-KV op's launcher shares (decode, mla_decode, ...): the checks of the
+// fields their params spell alike, the Q/out row strides, the launch's first steps
+// (plan, workspace, kernel) and the kernel-args fields their ABI structs spell alike.
+// An op keeps its own dtype/shape rules, its cache strides, its plan and its launch
+// options; see docs/ADDING_AN_OP.md.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+#include "ops/arg_checks.hpp"
+#include "xqajit/ops/launch_plan.hpp"
+#include "xqajit/ops/split_plan.hpp"
+#include "xqajit/runtime/driver.hpp"
+#include "xqajit/runtime/engine.hpp"
+#include "xqajit/tuning/tuning.hpp"
+
+namespace xqajit::ops {
+
+// --- checks ---
+
+struct NamedPtr {
+  const void* ptr;
+  const char* name;
+};
+
+/// q and out (16-byte aligned), the op's caches (aligned), then block_table and seq_lens.
+template <class Params>
+void require_tensors(const char* op, const Params& p, std::initializer_list<NamedPtr> caches) {
+  require_ptr(op, p.q, "q");
+  require_ptr(op, p.out, "out");
+  for (const NamedPtr& c : caches) require_ptr(op, c.ptr, c.name);
+  require_ptr(op, p.block_table, "block_table", false);
+  require_ptr(op, p.seq_lens, "seq_lens", false);
+}
+
+/// batch (a grid dimension: at most 65535) and q_len (1 to the op's max_q_len).
+template <class Params>
+void check_batch(const char* op, const Params& p, int max_q_len) {
+  if (p.batch < 1 || p.batch > 65535) fail(op, "batch", fmt::format("= {}: allowed 1 to 65535", p.batch));
+  if (p.q_len < 1 || p.q_len > max_q_len)
+    fail(op, "q_len", fmt::format("= {}: allowed 1 to {}", p.q_len, max_q_len));
+}
+
+/// The block table's shape: columns used, row stride, the 2^30 keys a request may
+/// address, and the page count (0 = unknown).
+template <class Params>
+void check_page_table(const char* op, const Params& p) {
+  if (p.max_pages_per_seq < 1)
+    fail(op, "max_pages_per_seq", fmt::format("= {} must be >= 1", p.max_pages_per_seq));
+  if (p.block_table_stride != 0 && p.block_table_stride < p.max_pages_per_seq)
+    fail(op, "block_table_stride", fmt::format("= {} is smaller than max_pages_per_seq = {}",
+                                               p.block_table_stride, p.max_pages_per_seq));
+  if (static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size > (1 << 30))
+    fail(op, "max_pages_per_seq", "* page_size exceeds 2^30 keys");
+  if (p.num_pages < 0) fail(op, "num_pages", "must be >= 0");
+}
+
+/// The split count and the KV tile the caller may force (0 = the plan's choice).
+template <class Params>
+void check_split_knobs(const char* op, const Params& p) {
+  if (p.num_splits < 0 || p.num_splits > kMaxSplits)
+    fail(op, "num_splits", fmt::format("= {}: allowed 0 (automatic) to {}", p.num_splits, kMaxSplits));
+  if (p.kv_tile != 0 && !one_of(p.kv_tile, {16, 32, 64, 128}))
+    fail(op, "kv_tile", fmt::format("= {}: allowed 0 (default), 16, 32, 64, 128", p.kv_tile));
+}
+
+// --- Q and out strides ---
+
+/// Element strides of Q [batch, q_len, heads, q_row] and out [batch, q_len, heads,
+/// out_row], the caller's zeros resolved to the dense layout.
+struct RowStrides {
+  std::int64_t q_b, q_t, q_h, o_b, o_t, o_h;
+};
+
+template <class Params>
+RowStrides resolved_row_strides(const Params& p, std::int64_t heads, std::int64_t q_row, std::int64_t out_row) {
+  auto pick = [](std::int64_t v, std::int64_t dflt) { return v != 0 ? v : dflt; };
+  RowStrides s{};
+  s.q_h = pick(p.q_stride_head, q_row);
+  s.q_t = pick(p.q_stride_token, heads * q_row);
+  s.q_b = pick(p.q_stride_batch, p.q_len * heads * q_row);
+  s.o_h = pick(p.out_stride_head, out_row);
+  s.o_t = pick(p.out_stride_token, heads * out_row);
+  s.o_b = pick(p.out_stride_batch, p.q_len * heads * out_row);
+  return s;
+}
+
+/// One contiguous row of a tensor: its elements, element bytes, and its name in messages.
+struct Row {
+  int elems;
+  int elem_bytes;
+  const char* name = "head_dim";
+};
+
+template <class Params>
+void check_row_strides(const char* op, const Params& p, const RowStrides& s, int heads, Row q, Row out) {
+  check_strides(op, "q",
+                std::array<Dim, 3>{Dim{p.batch, s.q_b, "q_stride_batch"}, Dim{p.q_len, s.q_t, "q_stride_token"},
+                                   Dim{heads, s.q_h, "q_stride_head"}},
+                q.elems, q.elem_bytes, q.name);
+  check_strides(op, "out",
+                std::array<Dim, 3>{Dim{p.batch, s.o_b, "out_stride_batch"}, Dim{p.q_len, s.o_t, "out_stride_token"},
+                                   Dim{heads, s.o_h, "out_stride_head"}},
+                out.elems, out.elem_bytes, out.name);
+}
+
+// --- the spec ---
+
+/// The spec fields every op's params give alike: dtypes in, page size, q_len, the
+/// tile and backend knobs (0 / auto: the spec's defaults), and the target arch.
+template <class Params>
+KernelSpec paged_spec(Kind kind, const Params& p, const Arch& arch) {
+  KernelSpec s;
+  s.kind = kind;
+  s.input = p.input;
+  s.kv = p.kv;
+  s.page_size = p.page_size;
+  s.q_len = p.q_len;
+  s.arch = arch;
+  s.kv_tile = p.kv_tile;  // 0: the spec's default (default_kv_tile in spec.cpp)
+  s.backend = p.backend;
+  return s;
+}
+
+// --- the launch ---
+
+/// The knobs the caller left automatic from the tuning table (issue #8), where it has an
+/// entry for this spec and shape; the caller takes any op-specific knob from the answer.
+template <class Params>
+TunedLookup take_tuned_knobs(Params& p, const KernelSpec& spec, const DeviceInfo& device) {
+  const TunedLookup tuned =
+      tuned_choice(device, spec, p.batch, static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size);
+  if (tuned.source != ChoiceSource::heuristic) {
+    p.kv_tile = tuned.choice.kv_tile;
+    p.num_splits = tuned.choice.num_splits;
+    p.backend = tuned.choice.backend;
+  }
+  return tuned;
+}
+
+template <class Plan>
+struct LaunchStart {
+  Driver& driver;
+  Plan plan;
+  const LoadedKernel& kernel;
+};
+
+/// Every launch's first steps: the checks, the plan on the stream's device, the caller's
+/// workspace against it (`size_function` names the op's workspace query in the message),
+/// and the kernel (memory -> bundles -> disk -> remote -> NVRTC; no compile while capturing).
+template <class Plan, class Params>
+LaunchStart<Plan> start_launch(const char* op, Engine& engine, const Params& p, Stream stream,
+                               Plan (*plan_of)(const Params&, const DeviceInfo&), const char* size_function) {
+  validate(p);
+  Driver& driver = Driver::instance();
+  const int device = driver.stream_device(stream);
+  Plan plan = plan_of(p, driver.device(device));
+  check_workspace(op, p.workspace, p.workspace_bytes, plan.workspace_bytes, plan.num_splits, size_function);
+  const LoadedKernel& kernel = engine.kernel(plan.spec, device, stream);
+  return {driver, std::move(plan), kernel};
+}
+
+/// The kernel-args fields every op's ABI struct spells alike: tensors, scales, the split
+/// workspace (counters, then the partials), Q/out strides, the table's shape, the split.
+template <class Args, class Params>
+void fill_shared_args(Args& a, const Params& p, const RowStrides& s, const LaunchPlan& plan) {
+  a.q = p.q;
+  a.out = p.out;
+  a.block_table = p.block_table;
+  a.seq_lens = p.seq_lens;
+  a.spec_mask = p.spec_mask;
+  a.q_scale_ptr = p.q_scale_ptr;
+  a.kv_scale_ptr = p.kv_scale_ptr;
+  a.q_scale = p.q_scale;
+  a.kv_scale = p.kv_scale;
+  if (plan.num_splits > 1) {
+    const std::int64_t merge_groups = static_cast<std::int64_t>(p.batch) * plan.grid[1];
+    a.counters = static_cast<unsigned*>(p.workspace);
+    a.partial = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + split_counter_bytes(merge_groups));
+  }
+  a.q_stride_batch = s.q_b;
+  a.q_stride_token = s.q_t;
+  a.q_stride_head = s.q_h;
+  a.o_stride_batch = s.o_b;
+  a.o_stride_token = s.o_t;
+  a.o_stride_head = s.o_h;
+  a.block_table_stride = static_cast<int>(p.block_table_stride != 0 ? p.block_table_stride : p.max_pages_per_seq);
+  a.max_pages_per_seq = p.max_pages_per_seq;
+  a.batch = p.batch;
+  a.num_splits = plan.num_splits;
+  a.split_tokens = plan.split_tokens;
+}
+
+/// The plan's grid, block and shared memory; the op adds PDL and clusters.
+inline LaunchConfig launch_config(const LaunchPlan& plan) {
+  LaunchConfig config;
+  std::copy(plan.grid, plan.grid + 3, config.grid);
+  config.block[0] = plan.threads;
+  config.dynamic_smem = plan.smem_bytes;
+  return config;
+}
+
+}  // namespace xqajit::ops
