@@ -30,6 +30,16 @@ struct MlaDecodeAbi {
     p.kv_stride_token = a.kv_stride_token;
     p.sm_scale = a.sm_scale;
     p.backend = backend_of(a.backend);
+    p.topk = a.topk;
+    p.indices = a.indices;
+    p.topk_length = a.topk_length;
+    p.lse = a.lse;
+    p.attn_sink = a.attn_sink;
+    p.indices_stride_batch = a.indices_stride_batch;
+    p.indices_stride_token = a.indices_stride_token;
+    p.lse_stride_batch = a.lse_stride_batch;
+    p.lse_stride_token = a.lse_stride_token;
+    p.lse_stride_head = a.lse_stride_head;
   }
   static void run(Engine& engine, const Params& p, Stream stream) { mla_decode(engine, p, stream); }
   static std::size_t workspace_size(const Params& p, const DeviceInfo& device) {
