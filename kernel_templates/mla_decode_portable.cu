@@ -50,8 +50,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_de
   pdl_wait();
   pdl_launch_dependents();
 
+  // Sparse: the CTA's rows are one query token's (portable_geometry.h), its "sequence"
+  // that token's index list.
+  mla::SparseList list{};
+  if constexpr (MLA_SPARSE) list = mla::sparse_list(args, b, rb * kR / kHeads);
   const int max_len = args.max_pages_per_seq * kPageSize;
-  const int seq_len = clamped_seq_len(args.seq_lens, b, max_len);
+  const int seq_len = MLA_SPARSE ? list.length : clamped_seq_len(args.seq_lens, b, max_len);
   const int draft_begin = seq_len - kQLen;
   const int split_begin = split * args.split_tokens;
   const int split_end = split_begin + args.split_tokens < seq_len ? split_begin + args.split_tokens : seq_len;
@@ -68,7 +72,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_de
                     max_len,
                     split_begin,
                     split_end,
-                    0};
+                    0,
+                    list};
   if constexpr (kPageSize >= kTile) loader.next_page = loader.page_of(0);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -110,7 +115,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_de
   auto phase_b = [&](int i) {
     if (kDiag == 1 || kDiag == 2) return;
     pv_phase(st, s_buf(i), tile16_addr(i), rt, dim0, split_begin + i * kTile, split_end, draft_begin,
-             logit_scale_log2, lane);
+             logit_scale_log2, lane, list);
   };
 
   if constexpr (kOverlap) {

@@ -60,6 +60,10 @@ def specs():
         if inp == "fp8" and kv != "fp8": continue
         out.append(["kind=mla", f"backend={backend}", "arch=sm_90a", f"input={inp}", f"kv={kv}",
                     f"group={h}", f"q_len={q}", f"page_size={page}"])
+    # Sparse MLA (DSA, issue 31): the portable kernel's gathered-row path.
+    for kv, h, q in itertools.product(["bf16", "fp8"], [16, 128], [1, 2]):
+        out.append(["kind=mla", "sparse=1", "backend=portable", "arch=sm_90a", "input=bf16", f"kv={kv}",
+                    f"group={h}", f"q_len={q}", "page_size=64"])
     out.append(["kind=mla", "backend=portable", "arch=sm_120a", "input=bf16", "group=32", "page_size=32"])
     out.append(["kind=mla", "backend=portable", "arch=sm_80", "input=bf16", "group=64", "page_size=64"])
     return out

@@ -147,6 +147,15 @@ typedef struct XqajitMlaDecodeArgs {
   int32_t backend; /* XqajitBackend */
   int32_t num_splits, kv_tile, programmatic_dependent_launch;
   float sm_scale, q_scale, kv_scale;
+  /* Sparse MLA (DSA; indices set: block_table, seq_lens and spec_mask NULL) and the
+   * optional outputs of every MLA call; zeros and NULL for a plain dense call. */
+  int32_t topk;                  /* entries per index list */
+  const int32_t* indices;        /* [batch, q_len, topk] slots page * page_size + offset; -1 skips */
+  const int32_t* topk_length;    /* [batch] or NULL */
+  float* lse;                    /* [batch, q_len, num_heads] float32 (strides below) or NULL */
+  const float* attn_sink;        /* [num_heads] float32 or NULL */
+  int64_t indices_stride_batch, indices_stride_token;          /* 0 = contiguous */
+  int64_t lse_stride_batch, lse_stride_token, lse_stride_head; /* 0 = contiguous */
 } XqajitMlaDecodeArgs;
 
 /* Launches xqajit::mla_decode on args->stream. */

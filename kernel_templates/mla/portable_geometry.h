@@ -81,10 +81,13 @@ constexpr XqajitMlaPortablePlan xqajit_mla_portable_plan(int heads, int q_len, i
   return XqajitMlaPortablePlan{16, 1, 0, 1, xqajit_mla_portable_smem(16, kv_tile, cache_bytes, 2, 1)};
 }
 
+// Sparse MLA (`sparse` = 1): every query token has its own index list, so a CTA's rows
+// must share one token: the plan is made for one token's H rows (R <= H, and R divides H),
+// and a request's row blocks are its q_len tokens' blocks in token order.
 constexpr XqajitMlaGeometry xqajit_mla_portable_geometry(int heads, int q_len, int kv_tile, int cache_bytes,
-                                                         int q_bytes, int arch) {
+                                                         int q_bytes, int arch, int sparse = 0) {
   (void)q_bytes;  // Q is staged as bf16 whatever its dtype
-  const XqajitMlaPortablePlan p = xqajit_mla_portable_plan(heads, q_len, kv_tile, cache_bytes, arch);
+  const XqajitMlaPortablePlan p = xqajit_mla_portable_plan(heads, sparse ? 1 : q_len, kv_tile, cache_bytes, arch);
   XqajitMlaGeometry g{};
   g.rows = heads * q_len;
   g.threads = kXqajitMlaPortableThreads;

@@ -8,6 +8,7 @@
 #include "common/memory.cuh"
 #include "common/paged_kv.cuh"
 #include "mla/portable_config.cuh"
+#include "mla/shared_sparse.cuh"
 #include "mla/shared_tiles.cuh"
 
 namespace xqajit {
@@ -19,8 +20,10 @@ struct TileLoader {
   long long stride_page, stride_token;  // elements of the cache type
   int max_len, split_begin, split_end;
   long long next_page;                  // page of the next tile to issue (kPageSize >= kTile)
+  mla::SparseList list;                 // sparse: this CTA's query token's index list
 
   __device__ __forceinline__ long long page_of(int tile) const {
+    if constexpr (MLA_SPARSE) return 0;    // no block table: every row has its own page
     const int pos = split_begin + tile * kTile;
     if (pos >= split_end) return 0;  // never read the table past the sequence (nothing is loaded there)
     return table_row[(pos < max_len ? pos : max_len - 1) / kPageSize];
@@ -35,7 +38,20 @@ struct TileLoader {
       const u32 off = kFp8Cache ? (u32)(tok * kRawRowBytes + chunk * 16) : swizzle(tok, chunk, kRowBytes);
       cp_async_16(dst + off, valid ? src : kv_base, valid);
     };
-    if constexpr (kPageSize >= kTile) {
+    if constexpr (MLA_SPARSE) {
+      // One gathered row per list position; an invalid slot or a position past the
+      // split is zero-filled, never read (its logit is masked in phase B).
+#pragma unroll 3
+      for (int i = tid; i < kTile * kChunks; i += kThreads) {
+        const int tok = i / kChunks, chunk = i % kChunks;
+        const int pos = tile_start + tok;
+        const int slot = pos < split_end ? list.slot_at(pos) : -1;
+        const long long row = slot < 0 ? 0
+                                       : (long long)(slot / kPageSize) * stride_page +
+                                             (long long)(slot % kPageSize) * stride_token;
+        put(tok, chunk, kv_base + row * kCacheBytes + chunk * 16, slot >= 0);
+      }
+    } else if constexpr (kPageSize >= kTile) {
       // Tiles start on multiples of kTile, so a tile never crosses a page.
       const unsigned char* const row0 =
           kv_base + (next_page * stride_page + (long long)(tile_start % kPageSize) * stride_token) * kCacheBytes;

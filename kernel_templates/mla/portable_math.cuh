@@ -14,6 +14,7 @@
 #include "mla/portable_config.cuh"
 #include "mla/shared_epilogue.cuh"
 #include "mla/shared_rows.cuh"
+#include "mla/shared_sparse.cuh"
 
 namespace xqajit {
 namespace mla_portable {
@@ -51,10 +52,12 @@ using RowState = mla::RowStateOf<kDimTiles>;
 
 __device__ __forceinline__ void pv_phase(RowState& st, const float* s_buf, u32 v_addr, int rt, int dim0,
                                          int tile_start, int split_end, int draft_begin, float logit_scale_log2,
-                                         int lane) {
+                                         int lane, const mla::SparseList& list) {
   const float kInf = __int_as_float(0x7f800000);
   const int quad_row = lane >> 2, quad_col = lane & 3;
-  const bool need_mask = tile_start + kTile > split_end || (kQLen > 1 && tile_start + kTile > draft_begin);
+  // Sparse: any list entry may be an invalid slot, so every tile is masked.
+  const bool need_mask =
+      MLA_SPARSE || tile_start + kTile > split_end || (kQLen > 1 && tile_start + kTile > draft_begin);
   float s[kTile / 8][4];
 #pragma unroll
   for (int n = 0; n < kTile / 8; ++n) {
@@ -72,7 +75,10 @@ __device__ __forceinline__ void pv_phase(RowState& st, const float* s_buf, u32 v
       float x = v[e] * logit_scale_log2;
       if (need_mask) {
         const int key = tile_start + n * 8 + 2 * quad_col + (e & 1);
-        x = mla::key_visible(key, split_end, draft_begin, st.bits[e >> 1]) ? x : -kInf;
+        bool visible;
+        if constexpr (MLA_SPARSE) visible = key < split_end && list.slot_at(key) >= 0;
+        else visible = mla::key_visible(key, split_end, draft_begin, st.bits[e >> 1]);
+        x = visible ? x : -kInf;
       }
       s[n][e] = x;
     }

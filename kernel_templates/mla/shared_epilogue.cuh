@@ -39,7 +39,9 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
   for (int half = 0; half < 2; ++half) {
     const int r = rt * 16 + quad_row + half * 8, row = rb * kR + r;
     if (row >= kRows) continue;  // padding rows are neither stored nor merged
-    const float scale = row_out_scale(st.row_max[half], st.row_sum[half], kv_scale);
+    float scale = row_out_scale(st.row_max[half], st.row_sum[half], kv_scale);
+    if (!multi)
+      scale = row_extras<kHeads>(args, b, row, st.row_max[half], st.row_sum[half], scale, stats_owner && quad_col == 0);
 #pragma unroll
     for (int i = 0; i < kAccTiles; ++i) {
       const int d = dim0 + i * 8 + 2 * quad_col;
@@ -55,7 +57,8 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
   const int valid_rows = kRows - rb * kR < kR ? kRows - rb * kR : kR;
   split_merge<kR, kV, kThreads>(smem, merge_bytes, partials, valid_rows,
                                 [&](int r, int d, const float(&o)[4], float m, float sum) {
-                                  const float scale = row_out_scale(m, sum, kv_scale);
+                                  const float scale = row_extras<kHeads>(args, b, rb * kR + r, m, sum,
+                                                                         row_out_scale(m, sum, kv_scale), d == 0);
                                   store_out_pair<kHeads>(args, b, rb * kR + r, d, o[0], o[1], scale);
                                   store_out_pair<kHeads>(args, b, rb * kR + r, d + 2, o[2], o[3], scale);
                                 });
@@ -79,7 +82,7 @@ __device__ __forceinline__ void merge_launch_row(const XqajitMlaArgs& args) {
   const SplitPartials<kR, kV> partials(args.partial, (long long)args.batch * gridDim.y, args.num_splits,
                                        (long long)b * gridDim.y + rb);
   split_merge_row<kR, kV, kMergeMaxSplits, kMergeMaxGroups>(partials, r, [&](int d, const float(&o)[4], float m, float sum) {
-    const float scale = row_out_scale(m, sum, kv_scale);
+    const float scale = row_extras<kHeads>(args, b, row, m, sum, row_out_scale(m, sum, kv_scale), d == 0);
     store_out_pair<kHeads>(args, b, row, d, o[0], o[1], scale);
     store_out_pair<kHeads>(args, b, row, d + 2, o[2], o[3], scale);
   });

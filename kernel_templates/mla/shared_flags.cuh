@@ -13,6 +13,9 @@
 #ifndef INPUT_FP8
 #define INPUT_FP8 0
 #endif
+#ifndef MLA_SPARSE
+#define MLA_SPARSE 0
+#endif
 
 namespace xqajit {
 namespace mla {
@@ -23,6 +26,9 @@ constexpr int kPageSize = TOKENS_PER_PAGE;
 constexpr int kTile = KV_TILE_TOKENS;
 constexpr bool kFp8Cache = CACHE_ELEM_ENUM == 2;
 constexpr bool kFp8Q = INPUT_FP8 != 0;
+// MLA_SPARSE (DSA: per-token index lists instead of a block table) is tested as the macro
+// itself, `if constexpr (MLA_SPARSE)`: NVRTC emits every namespace-scope constant into the
+// PTX, and the dense kernels' PTX must not move for a flag they do not use.
 constexpr int kCacheBytes = kFp8Cache ? 1 : 2;
 constexpr int kQk = XQAJIT_MLA_QK_DIM, kV = XQAJIT_MLA_V_DIM;
 constexpr int kRawRowBytes = kQk * kCacheBytes;  // a cached latent row as it lands

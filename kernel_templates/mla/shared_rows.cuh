@@ -37,5 +37,35 @@ __device__ __forceinline__ float row_out_scale(float row_max, float row_sum, flo
   return row_max == -__int_as_float(0x7f800000) ? 0.f : kv_scale / row_sum;
 }
 
+__device__ __forceinline__ float fast_log2(float x) {
+  float y;
+  asm("lg2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// A finished row's log-sum-exp in natural-log units from its (max in log2 units, sum):
+// +inf when nothing was seen (FlashMLA's softmax_lse).
+__device__ __forceinline__ float row_lse(float row_max, float row_sum) {
+  const float kInf = __int_as_float(0x7f800000);
+  return row_max == -kInf ? kInf : (row_max + fast_log2(row_sum)) * 0.69314718055994531f;
+}
+
+// The optional outputs of a finished row (args.lse, args.attn_sink), shared by every
+// epilogue: writes the row's lse (when `store_lse`) and returns `scale` times the sink's
+// factor exp(lse) / (exp(lse) + exp(sink)) = 1 / (1 + exp(sink - lse)). A row that saw
+// nothing keeps its scale of 0 (an +inf sink against an +inf lse must not make NaN).
+template <int kHeads>
+__device__ __forceinline__ float row_extras(const XqajitMlaArgs& args, int b, int row, float row_max, float row_sum,
+                                            float scale, bool store_lse) {
+  if (args.lse == nullptr && args.attn_sink == nullptr) return scale;
+  const int t = row / kHeads, h = row % kHeads;
+  const float lse = row_lse(row_max, row_sum);
+  if (store_lse && args.lse != nullptr)
+    args.lse[(long long)b * args.lse_stride_batch + (long long)t * args.lse_stride_token +
+             (long long)h * args.lse_stride_head] = lse;
+  if (args.attn_sink == nullptr || row_max == -__int_as_float(0x7f800000)) return scale;
+  return scale / (1.f + fast_exp2((args.attn_sink[h] - lse) * kLog2e));
+}
+
 }  // namespace mla
 }  // namespace xqajit

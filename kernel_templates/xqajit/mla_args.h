@@ -55,6 +55,26 @@ struct XqajitMlaArgs {
   // grid (rows_per_cta, row_blocks, batch), 512 threads) merges them, one CTA a
   // row. 0: the last CTA of each (request, row block) merges alone.
   int merge_launch;
+
+  // --- Sparse MLA (DSA; kernels built with MLA_SPARSE=1 read these, block_table and
+  // seq_lens are null then). Key k of query token t of request b is cache slot
+  // s = indices[b * indices_stride_batch + t * indices_stride_token + k], k < n where
+  // n = topk_length ? clamp(topk_length[b], 0, topk) : topk; the slot is row s % page size
+  // of page s / page size, and one outside [0, num_slots) (-1) is skipped, never read.
+  // Splits cover key positions k, as they cover sequence positions in dense MLA.
+  const int* indices;
+  const int* topk_length;     // [B] or null
+  long long indices_stride_batch, indices_stride_token;
+  int topk;
+  int num_slots;              // num_pages * page size: the slots the cache holds
+
+  // --- Optional outputs of every MLA kernel (null: none) ---
+  // lse [b, t, h] = ln(sum_j exp(logit_j)) over the row's visible keys (logits scaled as
+  // above), +inf for a row that saw none (FlashMLA's definition). attn_sink [h]: the output
+  // row is scaled by exp(lse) / (exp(lse) + exp(attn_sink[h])) (lse itself unchanged).
+  float* lse;
+  const float* attn_sink;
+  long long lse_stride_batch, lse_stride_token, lse_stride_head;
 };
 
 // How one backend maps a spec onto CTAs.

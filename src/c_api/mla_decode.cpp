@@ -29,6 +29,16 @@ struct MlaDecodeAbi : c_api::OpBinding<XqajitMlaDecodeArgs, MlaDecodeParams, &ml
     p.kv_stride_page = a.kv_stride_page;
     p.kv_stride_token = a.kv_stride_token;
     p.sm_scale = a.sm_scale;
+    p.topk = a.topk;
+    p.indices = a.indices;
+    p.topk_length = a.topk_length;
+    p.lse = a.lse;
+    p.attn_sink = a.attn_sink;
+    p.indices_stride_batch = a.indices_stride_batch;
+    p.indices_stride_token = a.indices_stride_token;
+    p.lse_stride_batch = a.lse_stride_batch;
+    p.lse_stride_token = a.lse_stride_token;
+    p.lse_stride_head = a.lse_stride_head;
   }
   // MLA's spec query checks the whole call first (decode's does not): kept as it was.
   static KernelSpec spec(const Params& p, const Arch& arch) {

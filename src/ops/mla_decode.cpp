@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 
 #include <cuda.h>
 
@@ -21,7 +22,7 @@ namespace xqajit {
 namespace {
 
 // Pin the layout the kernels see (every member is 8 or 4 bytes).
-static_assert(sizeof(XqajitMlaArgs) == 184, "XqajitMlaArgs changed: update both MLA kernels too");
+static_assert(sizeof(XqajitMlaArgs) == 264, "XqajitMlaArgs changed: update both MLA kernels too");
 static_assert(sizeof(XqajitTensorMap) == sizeof(CUtensorMap), "xqajit/tensor_map.h must spell CUtensorMap");
 
 constexpr const char* kOp = "mla_decode";
@@ -33,6 +34,7 @@ constexpr int kVDim = XQAJIT_MLA_V_DIM;
 // last CTA merging, 40 with the launch), where a launch of one CTA a row spreads it
 // over the GPU for ~1-2 us more launch.
 constexpr int kLastCtaMergeRows = 32;
+constexpr int kMaxTopk = 1 << 20;
 
 [[noreturn]] void fail(const char* field, const std::string& why) { ops::fail(kOp, field, why); }
 
@@ -55,7 +57,52 @@ XqajitMlaGeometry geometry(const KernelSpec& spec) {
                                       spec.arch.number());
   }
   return xqajit_mla_portable_geometry(spec.group, spec.q_len, spec.kv_tile, cache_bytes, q_bytes,
-                                      spec.arch.number());
+                                      spec.arch.number(), spec.sparse ? 1 : 0);
+}
+
+struct IndexStrides {
+  std::int64_t b, t;
+};
+IndexStrides resolved_index_strides(const MlaDecodeParams& p) {
+  IndexStrides s{};
+  s.t = p.indices_stride_token != 0 ? p.indices_stride_token : p.topk;
+  s.b = p.indices_stride_batch != 0 ? p.indices_stride_batch : p.q_len * s.t;
+  return s;
+}
+
+struct LseStrides {
+  std::int64_t b, t, h;
+};
+LseStrides resolved_lse_strides(const MlaDecodeParams& p) {
+  LseStrides s{};
+  s.h = p.lse_stride_head != 0 ? p.lse_stride_head : 1;
+  s.t = p.lse_stride_token != 0 ? p.lse_stride_token : p.num_heads;
+  s.b = p.lse_stride_batch != 0 ? p.lse_stride_batch : std::int64_t(p.q_len) * p.num_heads;
+  return s;
+}
+
+// Sparse MLA: indices instead of a block table and lengths (issue 31).
+void validate_sparse(const MlaDecodeParams& p) {
+  using ops::Dim;
+  if (p.block_table != nullptr) fail("block_table", "must be null with indices (sparse MLA reads no block table)");
+  if (p.seq_lens != nullptr)
+    fail("seq_lens", "must be null with indices (sparse MLA: topk_length limits the lists instead)");
+  if (p.spec_mask != nullptr)
+    fail("spec_mask", "must be null with indices (sparse MLA has no causal or draft mask: the indexer chose)");
+  if (p.topk < 1 || p.topk > kMaxTopk)
+    fail("topk", fmt::format("= {}: allowed 1 to {} (entries per index list)", p.topk, kMaxTopk));
+  if (p.num_pages < 1)
+    fail("num_pages", fmt::format("= {}: sparse MLA needs the cache's page count (indices are bounded by "
+                                  "num_pages * page_size; an index past it is skipped, never read)",
+                                  p.num_pages));
+  if (static_cast<std::int64_t>(p.num_pages) * p.page_size > std::numeric_limits<std::int32_t>::max())
+    fail("num_pages", fmt::format("= {} * page_size {} exceeds 2^31 - 1 slots", p.num_pages, p.page_size));
+  const IndexStrides s = resolved_index_strides(p);
+  // int32 entries read one by one: any positive stride that keeps the lists apart.
+  ops::check_strides(kOp, "indices",
+                     std::array<Dim, 2>{Dim{p.batch, s.b, "indices_stride_batch"},
+                                        Dim{p.q_len, s.t, "indices_stride_token"}},
+                     p.topk, 16, "the topk entries of a list");
 }
 
 // The hopper backend's bf16 tiles arrive by TMA: boxes of 64 values x one page's rows
@@ -85,7 +132,16 @@ XqajitTensorMap kv_tensor_map(const MlaDecodeParams& p, const Strides& s, Driver
 void validate(const MlaDecodeParams& p) {
   using ops::Dim;
   using ops::one_of;
-  ops::require_tensors(kOp, p, {{p.kv_cache, "kv_cache"}});
+  const bool sparse = is_sparse(p);
+  if (sparse) {  // indices instead of block_table and seq_lens (validate_sparse)
+    ops::require_ptr(kOp, p.q, "q");
+    ops::require_ptr(kOp, p.out, "out");
+    ops::require_ptr(kOp, p.kv_cache, "kv_cache");
+    ops::require_ptr(kOp, p.indices, "indices", false);
+  } else {
+    ops::require_tensors(kOp, p, {{p.kv_cache, "kv_cache"}});
+    if (p.topk_length != nullptr) fail("topk_length", "is set without indices (it limits sparse index lists)");
+  }
   if (p.input != DType::bf16 && p.input != DType::fp8)
     fail("input", fmt::format("= {}: allowed bf16, fp8", to_string(p.input)));
   if (p.kv != p.input && !(p.input == DType::bf16 && p.kv == DType::fp8))
@@ -95,7 +151,7 @@ void validate(const MlaDecodeParams& p) {
   if (!one_of(p.num_heads, {16, 32, 64, 128}))
     fail("num_heads", fmt::format("= {}: allowed 16, 32, 64, 128 (Q heads per request)", p.num_heads));
   if (!one_of(p.page_size, {32, 64})) fail("page_size", fmt::format("= {}: allowed 32, 64", p.page_size));
-  ops::check_page_table(kOp, p);
+  if (!sparse) ops::check_page_table(kOp, p);
   if (!(p.sm_scale > 0.f) || p.sm_scale > 1e6f)
     fail("sm_scale", fmt::format("= {} must be a positive softmax scale (DeepSeek-V3: 1/sqrt(192) = {:.6f})",
                                  p.sm_scale, 0.0721687836f));
@@ -108,6 +164,16 @@ void validate(const MlaDecodeParams& p) {
                      std::array<Dim, 2>{Dim{pages, s.kv_p, "kv_stride_page"},
                                         Dim{p.page_size, s.kv_t, "kv_stride_token"}},
                      kQkDim, dtype_bytes(p.kv), "the 576 values of a row");
+  if (sparse) validate_sparse(p);
+  if (p.lse != nullptr) {
+    ops::require_ptr(kOp, p.lse, "lse", false);
+    const LseStrides l = resolved_lse_strides(p);
+    // float32 entries written one by one: any positive strides that keep rows apart.
+    ops::check_strides(kOp, "lse",
+                       std::array<Dim, 3>{Dim{p.batch, l.b, "lse_stride_batch"}, Dim{p.q_len, l.t, "lse_stride_token"},
+                                          Dim{p.num_heads, l.h, "lse_stride_head"}},
+                       1, 16, "one value");
+  }
 }
 
 KernelSpec mla_decode_spec(const MlaDecodeParams& p, const Arch& arch) {
@@ -115,6 +181,7 @@ KernelSpec mla_decode_spec(const MlaDecodeParams& p, const Arch& arch) {
   s.output = DType::bf16;
   s.head_dim = kQkDim;
   s.group = p.num_heads;
+  s.sparse = is_sparse(p);
   return normalized(s);
 }
 
@@ -122,8 +189,19 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   MlaDecodePlan plan;
   // --- tuning (#8): knobs the caller left automatic come from the tuning table ---
   MlaDecodeParams p = params;  // a plain struct copy: no allocation
-  if (p.kv_tile == 0 && p.num_splits == 0 && p.backend == Backend::automatic)
-    plan.source = ops::take_tuned_knobs(p, mla_decode_spec(p, device.best_arch()), device).source;
+  if (p.kv_tile == 0 && p.num_splits == 0 && p.backend == Backend::automatic) {
+    if (!is_sparse(p)) {
+      plan.source = ops::take_tuned_knobs(p, mla_decode_spec(p, device.best_arch()), device).source;
+    } else {  // sparse: the bucket's length is topk; no sparse hopper kernel yet
+      const TunedLookup tuned = tuned_choice(device, mla_decode_spec(p, device.best_arch()), p.batch, p.topk);
+      if (tuned.source != ChoiceSource::heuristic) {
+        p.kv_tile = tuned.choice.kv_tile;
+        p.num_splits = tuned.choice.num_splits;
+        p.backend = tuned.choice.backend == Backend::hopper ? Backend::automatic : tuned.choice.backend;
+        plan.source = tuned.source;
+      }
+    }
+  }
   // --- end tuning ---
   plan.spec = mla_decode_spec(p, device.best_arch());
   const XqajitMlaGeometry geo = geometry(plan.spec);
@@ -138,7 +216,8 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   plan.smem_bytes = static_cast<unsigned>(geo.smem_bytes);
 
   SplitRequest request;
-  request.covered_keys = static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size;
+  // Sparse: splits cover positions of the index lists, as dense splits cover the sequence.
+  request.covered_keys = is_sparse(p) ? p.topk : static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size;
   request.base_ctas = static_cast<std::int64_t>(p.batch) * geo.row_blocks;
   request.kv_tile = plan.spec.kv_tile;
   request.threads = geo.threads;
@@ -185,6 +264,23 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
   args.kv_stride_page = s.kv_p;
   args.kv_stride_token = s.kv_t;
   args.merge_launch = plan.merge_launch ? 1 : 0;
+  if (is_sparse(p)) {
+    const IndexStrides is = resolved_index_strides(p);
+    args.indices = p.indices;
+    args.topk_length = p.topk_length;
+    args.indices_stride_batch = is.b;
+    args.indices_stride_token = is.t;
+    args.topk = p.topk;
+    args.num_slots = p.num_pages * p.page_size;
+  }
+  if (p.lse != nullptr) {
+    const LseStrides l = resolved_lse_strides(p);
+    args.lse = p.lse;
+    args.lse_stride_batch = l.b;
+    args.lse_stride_token = l.t;
+    args.lse_stride_head = l.h;
+  }
+  args.attn_sink = p.attn_sink;
 
   LaunchConfig config = ops::launch_config(plan);
   config.programmatic_dependent_launch = p.programmatic_dependent_launch && plan.spec.arch.number() >= 90;

@@ -25,6 +25,12 @@ inline Backend default_backend(Kind kind, const Arch& arch) {
   return kind == Kind::mla && has_hopper(arch) ? Backend::hopper : Backend::portable;
 }
 
+// The same for a whole spec: sparse MLA runs the portable kernel until the hopper one has a
+// sparse path (issue 31).
+inline Backend default_backend(const KernelSpec& s) {
+  return s.sparse ? Backend::portable : default_backend(s.kind, s.arch);
+}
+
 // The hopper kernel's own N for the spec's rows (hopper_geometry.h).
 inline int default_cta_rows(const KernelSpec& s) { return xqajit_gqa_hopper_n(s.group * s.q_len, s.head_dim); }
 

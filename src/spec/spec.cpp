@@ -118,6 +118,10 @@ void validate_mla(const KernelSpec& s) {
   if (s.sliding_window) throw SpecError("sliding_window", "1", "0 (kind=mla)");
 }
 
+void validate_sparse(const KernelSpec& s) {
+  if (s.sparse && s.kind != Kind::mla) throw SpecError("sparse", "1", "0 (sparse=1 needs kind=mla)");
+}
+
 std::string backend_list(const std::vector<Backend>& v) {
   std::vector<std::string> names;
   for (Backend b : v) names.push_back(to_string(b));
@@ -134,6 +138,10 @@ void validate_backend(const KernelSpec& s) {
                                 s.arch.str(),
                                 s.backend == Backend::hopper ? "; hopper needs sm_90a" : ""));
   }
+  // Sparse MLA gathers rows by index: only the portable kernel has that path (issue 31).
+  if (s.sparse && s.backend == Backend::hopper)
+    throw SpecError("backend", "hopper",
+                    "auto, portable (sparse=1: the hopper MLA kernel has no sparse path yet; auto picks portable)");
   // The GQA hopper kernel's keys are wgmma M blocks of 64.
   if (s.kind == Kind::gqa && s.backend == Backend::hopper && s.kv_tile != 0 && s.kv_tile < 64)
     throw SpecError("kv_tile", std::to_string(s.kv_tile), "0 (default), 64, 128 (kind=gqa backend=hopper)");
@@ -154,7 +162,7 @@ bool operator==(const KernelSpec& a, const KernelSpec& b) {
   return a.kind == b.kind && a.input == b.input && a.kv == b.kv && a.output == b.output &&
          a.head_dim == b.head_dim && a.page_size == b.page_size && a.group == b.group &&
          a.q_len == b.q_len && a.sliding_window == b.sliding_window && a.arch == b.arch &&
-         a.kv_tile == b.kv_tile && a.backend == b.backend && a.cta_rows == b.cta_rows;
+         a.kv_tile == b.kv_tile && a.backend == b.backend && a.cta_rows == b.cta_rows && a.sparse == b.sparse;
 }
 
 std::string Arch::str() const { return fmt::format("sm_{}{}{}", major, minor, accel ? "a" : ""); }
@@ -231,6 +239,7 @@ void validate(const KernelSpec& s, const std::vector<int>& supported_archs) {
   const bool uses_fp8 = s.kv == DType::fp8 || s.input == DType::fp8 || s.output == DType::fp8;
   if (uses_fp8 && s.arch.number() < kFirstFp8Arch)
     throw SpecError("arch", s.arch.str(), "sm_89 or newer when a dtype is fp8");
+  validate_sparse(s);
   validate_backend(s);
   validate_cta_rows(s);
   if (!supported_archs.empty() && !contains(supported_archs, s.arch.number()))
@@ -242,7 +251,7 @@ void validate(const KernelSpec& s, const std::vector<int>& supported_archs) {
 KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_archs) {
   validate(spec, supported_archs);
   KernelSpec s = spec;
-  if (s.backend == Backend::automatic) s.backend = default_backend(s.kind, s.arch);
+  if (s.backend == Backend::automatic) s.backend = default_backend(s);
   // MLA's portable backend uses no arch-specific instruction: it is built for the
   // plain arch, so one cubin serves every GPU of that major (sm_90 runs on sm_90a).
   if (s.kind == Kind::mla && s.backend == Backend::portable) s.arch.accel = false;
@@ -271,6 +280,7 @@ std::vector<std::string> flags(const KernelSpec& spec) {
       def("INPUT_FP8", s.input == DType::fp8),
       def("KV_TILE_TOKENS", s.kv_tile),
       def("CTA_ROWS", s.cta_rows),
+      def("MLA_SPARSE", s.sparse),
   };
 }
 

@@ -174,7 +174,7 @@ std::vector<FieldProduct> with_overrides(std::vector<FieldProduct> products, con
   return products;
 }
 
-std::vector<std::string> preset_names() { return {"serving-gqa", "serving-mla", "smoke"}; }
+std::vector<std::string> preset_names() { return {"serving-gqa", "serving-mla", "serving-dsa", "smoke"}; }
 
 std::vector<FieldProduct> preset(const std::string& name, const std::vector<Arch>& archs) {
   if (archs.empty())
@@ -215,6 +215,24 @@ std::vector<FieldProduct> preset(const std::string& name, const std::vector<Arch
         FieldProduct all_fp8 = mixed;
         all_fp8["input"] = {"fp8"};
         products.push_back(all_fp8);
+      }
+    } else if (name == "serving-dsa") {
+      // DeepSeek-V3.2 sparse attention (DSA) decode: 16/32/64/128 heads (tensor-parallel 8
+      // to data-parallel attention), decode and one MTP draft, page 64, a bf16 and an fp8
+      // cache; the portable kernel until the hopper one has a sparse path (issue 31).
+      FieldProduct bf16 = {{"kind", {"mla"}},
+                           {"sparse", {"1"}},
+                           {"input", {"bf16"}},
+                           {"kv", {"bf16"}},
+                           {"page_size", {"64"}},
+                           {"group", {"16", "32", "64", "128"}},
+                           {"q_len", {"1", "2"}},
+                           {"arch", {arch.str()}}};
+      products.push_back(bf16);
+      if (fp8) {
+        FieldProduct mixed = bf16;  // bf16 activations over an fp8 cache
+        mixed["kv"] = {"fp8"};
+        products.push_back(mixed);
       }
     } else if (name == "smoke") {
       products.push_back({{"input", {"fp16"}},

@@ -39,11 +39,11 @@ Kind parse_kind(const std::string& text) {
 
 std::string canonical_name(const KernelSpec& spec) {
   const KernelSpec s = normalized(spec);
-  return fmt::format("{}_{}_kv{}_o{}_d{}_p{}_g{}_q{}_sw{}_t{}{}_{}_sm{}{}", to_string(s.kind),
+  return fmt::format("{}_{}_kv{}_o{}_d{}_p{}_g{}_q{}_sw{}_t{}{}{}_{}_sm{}{}", to_string(s.kind),
                      to_string(s.input), to_string(s.kv), to_string(s.output), s.head_dim,
                      s.page_size, s.group, s.q_len, s.sliding_window ? 1 : 0, s.kv_tile,
-                     s.cta_rows ? fmt::format("_r{}", s.cta_rows) : "", to_string(s.backend),
-                     s.arch.number(), s.arch.accel ? "a" : "");
+                     s.cta_rows ? fmt::format("_r{}", s.cta_rows) : "", s.sparse ? "_sparse" : "",
+                     to_string(s.backend), s.arch.number(), s.arch.accel ? "a" : "");
 }
 
 bool looks_like_name(const std::string& text) {
@@ -52,7 +52,7 @@ bool looks_like_name(const std::string& text) {
 
 KernelSpec parse_name(const std::string& name) {
   const std::string expected =
-      "KIND_INPUT_kvKV_oOUT_dHEAD_pPAGE_gGROUP_qQLEN_sw{0|1}_tTILE[_rROWS]_BACKEND_smARCH, "
+      "KIND_INPUT_kvKV_oOUT_dHEAD_pPAGE_gGROUP_qQLEN_sw{0|1}_tTILE[_rROWS][_sparse]_BACKEND_smARCH, "
       "e.g. gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_portable_sm90a";
   std::vector<std::string> parts;
   std::stringstream ss(name);
@@ -64,7 +64,12 @@ KernelSpec parse_name(const std::string& name) {
     return parts[i].substr(pre.size());
   };
   KernelSpec s;
-  // An optional 11th part, rROWS: cta_rows where it is not the kernel's default.
+  // Optional parts after the tile: rROWS (cta_rows where it is not the kernel's default),
+  // then `sparse` (sparse MLA).
+  if (parts.size() >= 13 && parts[parts.size() - 3] == "sparse") {
+    s.sparse = true;
+    parts.erase(parts.end() - 3);
+  }
   if (parts.size() == 13 && parts[10].rfind('r', 0) == 0) {
     s.cta_rows = parse_int("cta_rows", field(10, "r"));
     parts.erase(parts.begin() + 10);
@@ -92,7 +97,7 @@ const std::vector<std::string>& spec_field_names() {
   static const std::vector<std::string> names = {"kind",     "input",     "kv",    "output",
                                                  "head_dim", "page_size", "group", "q_len",
                                                  "sliding_window", "arch", "kv_tile", "backend",
-                                                 "cta_rows"};
+                                                 "cta_rows", "sparse"};
   return names;
 }
 
@@ -127,6 +132,7 @@ KernelSpec spec_from_fields(const std::map<std::string, std::string>& fields,
   if (auto v = get("kv_tile")) s.kv_tile = parse_int("kv_tile", *v);
   if (auto v = get("backend")) s.backend = parse_backend(*v);
   if (auto v = get("cta_rows")) s.cta_rows = parse_int("cta_rows", *v);
+  if (auto v = get("sparse")) s.sparse = parse_bool("sparse", *v);
   if (auto v = get("arch")) s.arch = Arch::parse(*v);
   else if (default_arch) s.arch = *default_arch;
   else throw SpecError("arch", "(missing)", "an arch such as sm_90a; no GPU was found to default to");
@@ -148,7 +154,8 @@ std::map<std::string, std::string> spec_to_fields(const KernelSpec& spec) {
           {"arch", s.arch.str()},
           {"kv_tile", std::to_string(s.kv_tile)},
           {"backend", to_string(s.backend)},
-          {"cta_rows", std::to_string(s.cta_rows)}};
+          {"cta_rows", std::to_string(s.cta_rows)},
+          {"sparse", s.sparse ? "1" : "0"}};
 }
 
 }  // namespace xqajit

@@ -103,6 +103,7 @@ std::uint64_t tuning_group_hash(const std::string& device_name, int cc_major, in
   f.i(static_cast<int>(spec.kind)), f.i(static_cast<int>(spec.input)), f.i(static_cast<int>(spec.kv));
   f.i(static_cast<int>(spec.output)), f.i(spec.head_dim), f.i(spec.page_size), f.i(spec.group);
   f.i(spec.q_len), f.i(spec.sliding_window), f.i(spec.arch.major), f.i(spec.arch.minor), f.i(spec.arch.accel);
+  if (spec.sparse) f.i(1);  // dense keys hash as before
   return f.h;
 }
 

@@ -73,6 +73,7 @@ std::string TuningTable::to_json() const {
         {"confirm_heuristic_us", e.confirm_heuristic_us},
         {"reverted", e.reverted},
     });
+    if (s.sparse) entries.back()["spec"]["sparse"] = true;  // dense entries read as before
   }
   const std::string body = entries.dump();
   json doc = {{"format", "xqajit-tuning"},
@@ -114,6 +115,7 @@ TuningTable TuningTable::from_json(const std::string& text) {
     spec.q_len = s.at("q_len").get<int>();
     spec.sliding_window = s.at("sliding_window").get<bool>();
     spec.arch = Arch::parse(s.at("arch").get<std::string>());
+    spec.sparse = s.value("sparse", false);
     e.key.batch = j.at("batch").get<int>();
     e.key.seq_len = j.at("seq_len").get<std::int64_t>();
     e.winner = choice_from(j.at("winner"));

@@ -190,6 +190,92 @@ TEST_CASE("mla_decode merges many split rows in a second launch, few in the last
   }
 }
 
+namespace {
+MlaDecodeParams sparse_params() {
+  MlaDecodeParams p = valid_params();
+  p.block_table = nullptr;
+  p.seq_lens = nullptr;
+  p.max_pages_per_seq = 0;
+  p.indices = fake<std::int32_t>(0x70000);
+  p.topk = 2048;
+  p.q_len = 2;
+  return p;
+}
+
+void expect_sparse_rejected(const std::function<void(MlaDecodeParams&)>& mutate, const std::string& field,
+                            const std::string& says = "") {
+  MlaDecodeParams p = sparse_params();
+  mutate(p);
+  INFO("field " << field);
+  CHECK_THROWS_AS(validate(p), ArgumentError);
+  CHECK_THROWS_WITH(validate(p), Catch::Contains("mla_decode: " + field) && Catch::Contains(says));
+}
+}  // namespace
+
+TEST_CASE("sparse mla_decode (DSA) validates its index lists and extra outputs", "[mla][args][sparse]") {
+  CHECK_NOTHROW(validate(sparse_params()));
+  CHECK(is_sparse(sparse_params()));
+  expect_sparse_rejected([](auto& p) { p.block_table = fake<std::int32_t>(0x50000); }, "block_table", "null");
+  expect_sparse_rejected([](auto& p) { p.seq_lens = fake<std::int32_t>(0x60000); }, "seq_lens", "topk_length");
+  expect_sparse_rejected([](auto& p) { p.spec_mask = fake<std::uint32_t>(0x80000); }, "spec_mask", "null");
+  expect_sparse_rejected([](auto& p) { p.topk = 0; }, "topk", "= 0: allowed 1 to");
+  expect_sparse_rejected([](auto& p) { p.topk = (1 << 20) + 1; }, "topk");
+  expect_sparse_rejected([](auto& p) { p.num_pages = 0; }, "num_pages", "page count");
+  expect_sparse_rejected([](auto& p) { p.num_pages = 1 << 26; }, "num_pages", "2^31");
+  expect_sparse_rejected([](auto& p) { p.indices_stride_token = 100; }, "indices_stride_token", "overlap");
+  expect_sparse_rejected([](auto& p) { p.indices_stride_batch = -1; }, "indices_stride_batch", "positive");
+  expect_sparse_rejected([](auto& p) { p.lse = fake<float>(0x90000); p.lse_stride_token = 64; },
+                         "lse_stride_token", "overlap");
+  // Any stride layout that keeps entries apart: FlashMLA's lse is [batch, heads, q_len].
+  MlaDecodeParams flash = sparse_params();
+  flash.lse = fake<float>(0x90004);  // 4-byte aligned is enough
+  flash.lse_stride_head = flash.q_len;
+  flash.lse_stride_token = 1;
+  flash.lse_stride_batch = flash.q_len * flash.num_heads;
+  flash.attn_sink = fake<float>(0xa0004);
+  flash.topk_length = fake<std::int32_t>(0xb0004);
+  flash.indices = fake<std::int32_t>(0x70004);
+  flash.topk = 100;  // any count
+  CHECK_NOTHROW(validate(flash));
+  // Dense calls: topk_length without indices is a mistake, lse and sinks are fine.
+  expect_rejected([](auto& p) { p.topk_length = fake<std::int32_t>(0xb0000); }, "topk_length");
+  MlaDecodeParams dense = valid_params();
+  dense.lse = fake<float>(0x90000);
+  dense.attn_sink = fake<float>(0xa0000);
+  CHECK_NOTHROW(validate(dense));
+}
+
+TEST_CASE("sparse mla_decode plans: portable, a CTA's rows one token's heads, splits over topk", "[mla][args][sparse]") {
+  for (const DeviceInfo& device : {h100(), rtx_sm120()})
+    for (DType kv : {DType::bf16, DType::fp8})
+      for (int heads : {16, 32, 64, 128})
+        for (int q_len : {1, 2, 4})
+          for (int topk : {64, 2048}) {
+            MlaDecodeParams p = sparse_params();
+            p.kv = kv;
+            p.num_heads = heads;
+            p.q_len = q_len;
+            p.topk = topk;
+            INFO(device.name << " kv=" << to_string(kv) << " H=" << heads << " q_len=" << q_len << " topk=" << topk);
+            const MlaDecodePlan plan = mla_decode_plan(p, device);
+            CHECK(plan.spec.sparse);
+            CHECK(plan.spec.backend == Backend::portable);
+            CHECK(heads % plan.rows_per_cta == 0);  // a row block never spans two tokens
+            CHECK(plan.rows_per_cta * static_cast<int>(plan.grid[1]) == heads * q_len);
+            CHECK(static_cast<long>(plan.num_splits) * plan.split_tokens >= topk);
+            CHECK(plan.split_tokens % plan.spec.kv_tile == 0);
+            CHECK(static_cast<int>(plan.smem_bytes) <= device.max_smem_per_block_optin);
+          }
+  MlaDecodeParams p = sparse_params();
+  p.backend = Backend::hopper;
+  CHECK_THROWS_WITH(mla_decode_plan(p, h100()), Catch::Contains("backend=hopper") && Catch::Contains("sparse"));
+  p.backend = Backend::automatic;
+  CHECK(mla_decode_spec(p, h100().best_arch()).backend == Backend::portable);
+  CHECK(canonical_name(mla_decode_spec(p, h100().best_arch())).find("_sparse_") != std::string::npos);
+  // Dense specs are unchanged: hopper on sm_90a.
+  CHECK(mla_decode_spec(valid_params(), h100().best_arch()).backend == Backend::hopper);
+}
+
 TEST_CASE("every MLA spec compiles for sm_90a (both backends) and sm_120a", "[mla][nvrtc]") {
   xqajit::test::TempDir dir;
   // 3 dtype pairs x 4 head counts x 2 page sizes x 4 q_len, per backend and arch:

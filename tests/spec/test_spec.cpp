@@ -362,3 +362,30 @@ TEST_CASE("rows per CTA: a named variant of the hopper kernel, and the plan's sm
   for (const KernelSpec& v : launch_variants({gqa(auto_q8), with(q8, "group", "8")})) rows.push_back(v.cta_rows);
   CHECK(rows == std::vector<int>{0, 0, 8, 16, 0, 16, 32});  // portable, hopper + r8, r16; g8 hopper + r16, r32
 }
+
+TEST_CASE("sparse MLA: a named field, portable until the hopper kernel has it", "[spec][sparse]") {
+  const KernelSpec s = spec_from_fields({{"kind", "mla"}, {"group", "128"}, {"q_len", "2"}, {"sparse", "1"},
+                                         {"arch", "sm_90a"}});
+  CHECK(s.sparse);
+  // auto resolves to portable even on sm_90a, where dense MLA runs hopper.
+  CHECK(canonical_name(s) == "mla_bf16_kvbf16_obf16_d576_p64_g128_q2_sw0_t32_sparse_portable_sm90");
+  CHECK(parse_name(canonical_name(s)) == normalized(s));
+  CHECK(planned_backend(s) == Backend::portable);
+  CHECK(launch_backends(s) == std::vector<Backend>{Backend::portable});
+  CHECK(spec_to_fields(s).at("sparse") == "1");
+  CHECK(spec_to_fields(spec_from_fields({{"kind", "mla"}, {"arch", "sm_90a"}})).at("sparse") == "0");
+  const auto f = flags(s);
+  CHECK(std::find(f.begin(), f.end(), "-DMLA_SPARSE=1") != f.end());
+  // Dense names are unchanged (cache keys).
+  CHECK(canonical_name(spec_from_fields({{"kind", "mla"}, {"group", "128"}, {"arch", "sm_90"}})) ==
+        "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t32_portable_sm90");
+  // Refusals name the field, the value and what is allowed.
+  CHECK_THROWS_WITH(spec_from_fields({{"kind", "mla"}, {"sparse", "1"}, {"backend", "hopper"}, {"arch", "sm_90a"}}),
+                    Catch::Contains("backend=hopper") && Catch::Contains("sparse=1"));
+  CHECK_THROWS_WITH(spec_from_fields({{"kind", "gqa"}, {"sparse", "1"}, {"arch", "sm_90a"}}),
+                    Catch::Contains("sparse=1") && Catch::Contains("kind=mla"));
+  CHECK_THROWS_WITH(spec_from_fields({{"kind", "mla"}, {"sparse", "2"}, {"arch", "sm_90a"}}),
+                    Catch::Contains("sparse=2"));
+  CHECK_THROWS_AS(parse_name("mla_bf16_kvbf16_obf16_d576_p64_g128_q2_sw0_t32_sparse_hopper_sm90a"), SpecError);
+  CHECK_THROWS_AS(parse_name("mla_bf16_kvbf16_obf16_d576_p64_g128_q2_sw0_t32_dense_portable_sm90"), SpecError);
+}

@@ -175,6 +175,17 @@ TEST_CASE("the serving-gqa preset covers the serving GQA family", "[spec_set][pr
   }
   CHECK(expand(preset("serving-mla", {sm80})).specs.size() == 4);
 
+  // serving-dsa (DeepSeek-V3.2 sparse): 2 cache types x H 16/32/64/128 x q_len 1/2 per arch,
+  // all sparse and portable (no sparse hopper kernel yet); bf16 only before sm_89.
+  const SpecSet dsa = expand(preset("serving-dsa", {sm90a, sm120a}));
+  CHECK(dsa.specs.size() == 32);
+  for (const auto& s : dsa.specs) {
+    CHECK(s.sparse);
+    CHECK(normalized(s).backend == Backend::portable);
+    CHECK(canonical_name(s).find("_sparse_portable_") != std::string::npos);
+  }
+  CHECK(expand(preset("serving-dsa", {sm80})).specs.size() == 8);
+
   const SpecSet smoke = expand(preset("smoke", {sm90a}));
   CHECK(smoke.specs.size() >= 2);
   CHECK(smoke.specs.size() <= 4);

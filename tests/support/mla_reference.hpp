@@ -11,9 +11,14 @@ namespace xqajit::testing {
 
 /// out[b, t, h, 0:512] as a dense [batch, q_len, num_heads, 512] array:
 /// logits = q.k * sm_scale * q_scale * kv_scale over the 576 dims of each
-/// visible latent row, out = softmax . V * kv_scale with V its first 512 dims;
-/// the last q_len keys are drafts (causal, or the mask's bits); a request with
-/// no visible key gives zeros. Multithreaded.
-std::vector<double> reference_mla_decode(const MlaDecodeParams& host_params);
+/// visible latent row, out = softmax . V * kv_scale with V its first 512 dims.
+/// Dense: the last q_len keys are drafts (causal, or the mask's bits). Sparse
+/// (params.indices set): row (t, h) sees the valid slots of token t's list (the
+/// first topk_length[b] entries when set; a slot outside [0, num_pages * page_size)
+/// is skipped; duplicates count twice). A row with no visible key gives zeros.
+/// With params.attn_sink, out is scaled by 1 / (1 + exp(sink[h] - lse)).
+/// `lse` (when not null) receives [batch, q_len, num_heads]: ln sum exp(logits),
+/// +inf for a row with no visible key. Multithreaded.
+std::vector<double> reference_mla_decode(const MlaDecodeParams& host_params, std::vector<double>* lse = nullptr);
 
 }  // namespace xqajit::testing

@@ -87,6 +87,16 @@ TuneProblem::TuneProblem(const detail::CudaApi& api, CUstream stream, const Kern
     p.q = q_.get(), p.out = out_.get(), p.kv_cache = k_.get();
     p.block_table = static_cast<const std::int32_t*>(table_.get());
     p.seq_lens = static_cast<const std::int32_t*>(lens_.get());
+    if (s.sparse) {  // DSA: seq_len is topk; every token's list names random slots of the pool
+      std::vector<std::int32_t> indices(static_cast<std::size_t>(batch) * s.q_len * seq_len);
+      std::uniform_int_distribution<std::int32_t> slot(0, static_cast<std::int32_t>(tokens) - 1);
+      for (auto& i : indices) i = slot(rng);
+      indices_ = alloc(indices.size() * 4);
+      XQAJIT_CU_CHECK(api_, cuMemcpyHtoD(indices_.ptr(), indices.data(), indices.size() * 4));
+      p.indices = static_cast<const std::int32_t*>(indices_.get());
+      p.topk = static_cast<int>(seq_len);
+      p.block_table = nullptr, p.seq_lens = nullptr, p.max_pages_per_seq = 0;
+    }
     params_ = p;  // q_len > 1 with no mask: causal drafts
   } else {
     v_ = alloc(kv_bytes);

@@ -36,7 +36,7 @@ class TuneProblem {
   CUstream stream_;
   std::uint64_t seed_;
   std::size_t bytes_ = 0;
-  detail::DeviceMemory q_, out_, k_, v_, table_, lens_, mask_;
+  detail::DeviceMemory q_, out_, k_, v_, table_, lens_, mask_, indices_;
   std::variant<DecodeParams, MlaDecodeParams> params_;
 };
 

@@ -30,11 +30,31 @@ struct MlaDecodeParams : LaunchKnobs {
   const void* q = nullptr;         ///< [batch, q_len, num_heads, 576], `input` dtype
   void* out = nullptr;             ///< [batch, q_len, num_heads, 512], bf16
   const void* kv_cache = nullptr;  ///< [num_pages, page_size, 576] latent rows, `kv` dtype
-  const std::int32_t* block_table = nullptr;  ///< [batch, block_table_stride] page indices
+  const std::int32_t* block_table = nullptr;  ///< [batch, block_table_stride] page indices (dense; null when sparse)
   const std::int32_t* seq_lens = nullptr;     ///< [batch] keys per request (incl. the q_len new ones); 0 gives zeros
   /// [batch, q_len] packed bits (LSB first) over the last q_len keys; null with
   /// q_len > 1 means causal (token t sees drafts 0..t).
   const std::uint32_t* spec_mask = nullptr;
+
+  // --- sparse MLA (DSA, DeepSeek-V3.2): set `indices` and leave block_table, seq_lens and
+  // spec_mask null. Each query token attends to the cache slots of its own index list.
+  /// [batch, q_len, topk] slots `page * page_size + offset`; -1 (any slot outside
+  /// [0, num_pages * page_size)) is skipped and never read. Needs num_pages > 0.
+  const std::int32_t* indices = nullptr;
+  /// [batch] or null: only the first topk_length[b] entries of request b's lists count
+  /// (clamped to [0, topk]). A row with no valid entry gives zeros (lse +inf).
+  const std::int32_t* topk_length = nullptr;
+  int topk = 0;  ///< entries per index list (1 to 65536; DeepSeek-V3.2: 2048)
+  std::int64_t indices_stride_batch = 0, indices_stride_token = 0;  ///< 0 = contiguous
+
+  // --- optional extra outputs (dense and sparse) ---
+  /// [batch, q_len, num_heads] float32 (strides below): ln sum exp(scaled logits) over the
+  /// row's visible keys, +inf for a row with none (FlashMLA's softmax_lse).
+  float* lse = nullptr;
+  std::int64_t lse_stride_batch = 0, lse_stride_token = 0, lse_stride_head = 0;  ///< 0 = contiguous
+  /// [num_heads] float32 attention sinks: out is scaled by exp(lse) / (exp(lse) + exp(sink[h]))
+  /// (-inf: no effect, +inf: zeros); the lse output does not include it.
+  const float* attn_sink = nullptr;
 
   // --- dtypes: fp8 Q + fp8 cache, bf16 Q + bf16 cache, or bf16 Q + fp8 cache ---
   DType input = DType::bf16;
@@ -46,7 +66,7 @@ struct MlaDecodeParams : LaunchKnobs {
   int num_heads = 0;          ///< Q heads per request: 16, 32, 64, 128
   int page_size = 64;         ///< 32 or 64
   int num_pages = 0;          ///< pages in the cache (for stride checks; 0 = unknown)
-  int max_pages_per_seq = 0;  ///< block_table columns used; seq_lens are clamped to this * page_size
+  int max_pages_per_seq = 0;  ///< block_table columns used; seq_lens are clamped to this * page_size (dense only)
   std::int64_t block_table_stride = 0;  ///< 0 = max_pages_per_seq
 
   // --- strides (elements; 0 = contiguous default); the last axis is contiguous ---
@@ -64,6 +84,9 @@ struct MlaDecodeParams : LaunchKnobs {
 
 /// Throws ArgumentError naming the first invalid field. Needs no GPU.
 void validate(const MlaDecodeParams& params);
+
+/// Whether these params ask for sparse MLA (indices set).
+inline bool is_sparse(const MlaDecodeParams& params) { return params.indices != nullptr; }
 
 /// The kernel spec an MLA decode with these params runs on `arch` (backend resolved).
 KernelSpec mla_decode_spec(const MlaDecodeParams& params, const Arch& arch);

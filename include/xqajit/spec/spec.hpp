@@ -54,6 +54,10 @@ struct KernelSpec {
   /// CTA run more CTAs per KV head: the launch plan's choice for speculative decoding at
   /// small batch (planned_cta_rows). Named (`_rN`) only where it differs from the default.
   int cta_rows = 0;
+  /// MLA only: DeepSeek Sparse Attention (DSA, DeepSeek-V3.2). Each query token attends
+  /// to the cache slots its own top-k index list names (no block table, no causal mask);
+  /// the portable backend only for now. Named (`_sparse`) only when set.
+  bool sparse = false;
 
   friend bool operator==(const KernelSpec& a, const KernelSpec& b);
   friend bool operator!=(const KernelSpec& a, const KernelSpec& b) { return !(a == b); }
@@ -103,6 +107,7 @@ KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_
 /// Deterministic, filesystem-safe name, e.g.
 ///   gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_portable_sm90a
 ///   gqa_bf16_kvbf16_obf16_d128_p64_g4_q8_sw0_t64_r8_hopper_sm90a  (cta_rows 8)
+///   mla_bf16_kvbf16_obf16_d576_p64_g128_q2_sw0_t32_sparse_portable_sm90  (sparse MLA)
 /// Normalizes (and so validates) first.
 std::string canonical_name(const KernelSpec& spec);
 

@@ -109,7 +109,8 @@ def test_strides_and_views(mla_inputs):
     q, kv, bt, sl = mla_inputs
     ptrs, mid, scales, device = mla.mla_decode_args(q, kv, bt, sl, torch.empty(2, 16, 512).bfloat16(), sm_scale=SM)
     assert mid[:9] == (16 * 576, 16 * 576, 576, 16 * 512, 16 * 512, 512, 64 * 576, 576, 3)
-    assert scales == (pytest.approx(SM), 1.0, 1.0) and device == -1
+    assert scales[:3] == (pytest.approx(SM), 1.0, 1.0) and device == -1
+    assert scales[3:] == (0,) * len(mla.TAIL_FIELDS)  # no sparse lists, no lse, no sinks
     # A latent cache inside a larger pool (rows padded to 640 values): its strides travel.
     pool = torch.zeros(10, 64, 640).bfloat16()
     _, mid, _, _ = mla.mla_decode_args(q, pool[..., :576], bt, sl, torch.empty(2, 16, 512).bfloat16(), sm_scale=SM)

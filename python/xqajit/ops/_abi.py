@@ -82,5 +82,9 @@ MLA_DECODE_ARGS = ArgsStruct(
                            "block_table_stride")]
     + [(n, _i32) for n in ("input", "kv", "batch", "q_len", "num_heads", "page_size", "num_pages",
                            "max_pages_per_seq", "backend", "num_splits", "kv_tile", "programmatic_dependent_launch")]
-    + [(n, _f32) for n in ("sm_scale", "q_scale", "kv_scale")],
+    + [(n, _f32) for n in ("sm_scale", "q_scale", "kv_scale")]
+    # Sparse MLA and the optional outputs (mla.TAIL_FIELDS: zeros for a plain dense call).
+    + [("topk", _i32), ("indices", _p), ("topk_length", _p), ("lse", _p), ("attn_sink", _p)]
+    + [(n, _i64) for n in ("indices_stride_batch", "indices_stride_token", "lse_stride_batch",
+                           "lse_stride_token", "lse_stride_head")],
 )

@@ -48,11 +48,58 @@ def _sm_scale(value) -> float:
     return value
 
 
+# The fields after the scales (sparse MLA and the optional outputs), zeros for a plain dense call:
+# topk, indices, topk_length, lse, attn_sink, then the index and lse strides.
+TAIL_FIELDS = ("topk", "indices", "topk_length", "lse", "attn_sink", "indices_stride_batch",
+               "indices_stride_token", "lse_stride_batch", "lse_stride_token", "lse_stride_head")
+_DENSE_TAIL = (0,) * len(TAIL_FIELDS)
+
+
+def _sparse_tail(indices, topk_length, lse, attn_sink, batch, q_len, heads, device, ptr):
+    """Checks the sparse and optional-output tensors; returns the struct's tail fields."""
+    topk = ix_b = ix_t = 0
+    ix_ptr = len_ptr = 0
+    if indices is not None:
+        require_tensor(_OP, "indices", indices)
+        three = indices.dim() == 3
+        want = (batch, q_len) if three else (batch,)
+        if indices.dtype != torch.int32 or indices.dim() not in (2, 3) or tuple(indices.shape[:-1]) != want \
+                or (not three and q_len != 1):
+            fail(_OP, "indices", f"must be int32 [batch={batch}, q_len={q_len}, topk], got {indices.dtype} "
+                                 f"{tuple(indices.shape)}")
+        topk = indices.shape[-1]
+        if topk < 1:
+            fail(_OP, "indices", f"has topk = {topk} entries per list: allowed 1 or more")
+        st = indices.stride()
+        if topk > 1 and st[-1] != 1:
+            fail(_OP, "indices", f"must have contiguous lists (stride 1 in its last dim), got strides {st}")
+        ix_t = st[1] if three and q_len > 1 else max(topk, 1)
+        ix_b = st[0] if batch > 1 else q_len * ix_t
+        same_device(_OP, "indices", indices, device)
+        ix_ptr = ptr(indices)
+        len_ptr = optional_ptr(_OP, "topk_length", topk_length, device, (torch.int32,), batch, ptr)
+    elif topk_length is not None:
+        fail(_OP, "topk_length", "is given without indices (it limits sparse index lists)")
+    lse_ptr, ls = 0, (0, 0, 0)
+    if lse is not None:
+        require_tensor(_OP, "lse", lse)
+        if lse.dtype != torch.float32 or tuple(lse.shape) != (batch, q_len, heads):
+            fail(_OP, "lse", f"must be float32 [batch={batch}, q_len={q_len}, num_heads={heads}] (any strides), "
+                             f"got {lse.dtype} {tuple(lse.shape)}")
+        same_device(_OP, "lse", lse, device)
+        span = max(1, max((n * s for n, s in zip(lse.shape, lse.stride()) if n > 1), default=1))
+        ls = tuple(s if n > 1 else span for n, s in zip(lse.shape, lse.stride()))
+        lse_ptr = ptr(lse)
+    sink_ptr = optional_ptr(_OP, "attn_sink", attn_sink, device, (torch.float32,), heads, ptr)
+    return (topk, ix_ptr, len_ptr, lse_ptr, sink_ptr, ix_b, ix_t, *ls)
+
+
 def mla_decode_args(q, kv_cache, block_table, seq_lens, out, *, sm_scale, q_scale=1.0, kv_scale=1.0,
-                    spec_mask=None, backend="auto", num_splits=0, ptr=_data_ptr):
+                    spec_mask=None, backend="auto", num_splits=0, indices=None, topk_length=None, lse=None,
+                    attn_sink=None, ptr=_data_ptr):
     """Checks every argument and returns the fields of XqajitMlaDecodeArgs as
-    (pointers, shapes and strides, scales, q's device index). Raises
-    ArgumentError naming the argument."""
+    (pointers, shapes and strides, scales and the sparse/extra-output tail, q's
+    device index). Raises ArgumentError naming the argument."""
     sm_scale = _sm_scale(sm_scale)
     require_tensor(_OP, "q", q)
     qs, qst = q.shape, q.stride()
@@ -89,7 +136,13 @@ def mla_decode_args(q, kv_cache, block_table, seq_lens, out, *, sm_scale, q_scal
     kv_str = strides_for(_OP, "kv_cache", ks, kv_cache.stride(), kv_dims)
     num_pages, page_size = ks[0], ks[1]
 
-    bts, max_pages = paged_table(_OP, block_table, seq_lens, batch, device)
+    if indices is None:
+        bts, max_pages = paged_table(_OP, block_table, seq_lens, batch, device)
+    else:  # sparse: the index lists address the cache, no table, no lengths
+        for name, t in (("block_table", block_table), ("seq_lens", seq_lens), ("spec_mask", spec_mask)):
+            if t is not None:
+                fail(_OP, name, "must be None with indices (sparse MLA: topk_length limits the lists)")
+        bts, max_pages = (0,), 0
 
     require_tensor(_OP, "out", out)
     want = (*qs[:-1], V_DIM)
@@ -108,12 +161,14 @@ def mla_decode_args(q, kv_cache, block_table, seq_lens, out, *, sm_scale, q_scal
     q_scale, q_scale_ptr = scale_arg(_OP, "q_scale", q_scale, device)
     kv_scale, kv_scale_ptr = scale_arg(_OP, "kv_scale", kv_scale, device)
     mask_ptr = optional_ptr(_OP, "spec_mask", spec_mask, device, _MASK_DTYPES, batch * q_len, ptr)
-    ptrs = (ptr(q), ptr(out), ptr(kv_cache), ptr(block_table), ptr(seq_lens), mask_ptr, q_scale_ptr, kv_scale_ptr)
+    tail = _sparse_tail(indices, topk_length, lse, attn_sink, batch, q_len, heads, device, ptr)
+    table_ptrs = (0, 0) if indices is not None else (ptr(block_table), ptr(seq_lens))
+    ptrs = (ptr(q), ptr(out), ptr(kv_cache), *table_ptrs, mask_ptr, q_scale_ptr, kv_scale_ptr)
     mid = (q_str[0], q_str[1], q_str[2], o_str[0], o_str[1], o_str[2], kv_str[0], kv_str[1],
            bts[0] if batch > 1 else max_pages,
            input_code, kv_code, batch, q_len, heads, page_size, num_pages, max_pages, backend_code,
            int(num_splits), 0, 1)
-    return ptrs, mid, (sm_scale, q_scale, kv_scale), device
+    return ptrs, mid, (sm_scale, q_scale, kv_scale, *tail), device
 
 
 _LAUNCHER = Launcher(_OP, MLA_DECODE_ARGS, "xqajit_mla_decode")
@@ -132,10 +187,13 @@ def _new_out(q: torch.Tensor) -> torch.Tensor:
     return torch.empty((*q.shape[:-1], V_DIM), dtype=torch.bfloat16, device=q.device)
 
 
-def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor, *,
-               sm_scale: float, out: Optional[torch.Tensor] = None, q_scale=1.0, kv_scale=1.0,
-               spec_mask: Optional[torch.Tensor] = None, workspace: Optional[torch.Tensor] = None,
-               backend: str = "auto", num_splits: int = 0, engine=None) -> torch.Tensor:
+def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: Optional[torch.Tensor] = None,
+               seq_lens: Optional[torch.Tensor] = None, *, sm_scale: float, out: Optional[torch.Tensor] = None,
+               q_scale=1.0, kv_scale=1.0, spec_mask: Optional[torch.Tensor] = None,
+               workspace: Optional[torch.Tensor] = None, backend: str = "auto", num_splits: int = 0, engine=None,
+               indices: Optional[torch.Tensor] = None, topk_length: Optional[torch.Tensor] = None,
+               return_lse: bool = False, lse: Optional[torch.Tensor] = None,
+               attn_sink: Optional[torch.Tensor] = None):
     """MLA decode of `q` over a paged latent cache, on the current torch stream.
 
     q: [batch, q_len, H, 576] or [batch, H, 576], bf16 or fp8 e4m3 (H 16/32/64/128,
@@ -149,10 +207,25 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tenso
     kv_scale and out = softmax.V * kv_scale. spec_mask: int32/uint32 [batch, q_len]
     packed bits over the last q_len keys (None: causal). Returns `out`, bf16
     [..., 512] (allocated when None). Raises ArgumentError naming a bad argument.
+
+    Sparse MLA (DSA, DeepSeek-V3.2): pass `indices`, int32 [batch, q_len, topk] cache
+    slots `page * page_size + offset` (-1, or any slot past the cache, is skipped),
+    instead of block_table and seq_lens; `topk_length` (int32 [batch]) keeps the
+    first entries of each request's lists. A row with no valid slot gives zeros.
+    return_lse: also return the log-sum-exp, float32 [batch, q_len, H] (natural
+    log of the sum of exp of the scaled logits; +inf for a row that saw no key),
+    as `(out, lse)`; `lse` may be given (any strides, e.g. a transposed view of
+    FlashMLA's [batch, H, q_len]). attn_sink: float32 [H]; out is scaled by
+    exp(lse) / (exp(lse) + exp(sink)). These run the checked eager path (not yet
+    under torch.compile).
     """
     if out is None:
         out = _new_out(q)
     handle = 0 if engine is None else engine.handle
+    if indices is not None or topk_length is not None or return_lse or lse is not None or attn_sink is not None:
+        return _run_extended(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask,
+                             workspace, backend, num_splits, handle, indices, topk_length, return_lse, lse,
+                             attn_sink)
     if _is_compiling():
         torch.ops.xqajit.mla_decode(out, q, kv_cache, block_table, seq_lens, workspace, spec_mask,
                                     _sm_scale(sm_scale), *_op_scales(q_scale, kv_scale), backend, int(num_splits),
@@ -174,6 +247,27 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tenso
     return out
 
 
+def _run_extended(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
+                  backend, num_splits, handle, indices, topk_length, return_lse, lse, attn_sink):
+    """Sparse MLA and the optional outputs: every argument checked on every call."""
+    if _is_compiling():
+        fail(_OP, "indices" if indices is not None else "lse" if return_lse or lse is not None else "attn_sink",
+             "is not supported under torch.compile yet: call xqajit.mla_decode eagerly (CUDA graph capture works)")
+    if lse is None and return_lse:
+        require_tensor(_OP, "q", q)
+        shape = (q.shape[0], q.shape[1], q.shape[2]) if q.dim() == 4 else (q.shape[0], q.shape[1])
+        lse = torch.empty(shape, dtype=torch.float32, device=q.device)
+    lse_view = lse
+    if lse is not None and q.dim() == 3 and lse.dim() == 2:
+        lse_view = lse.unsqueeze(1)
+    ptrs, mid, scales, device = mla_decode_args(q, kv_cache, block_table, seq_lens, out, sm_scale=sm_scale,
+                                                q_scale=q_scale, kv_scale=kv_scale, spec_mask=spec_mask,
+                                                backend=backend, num_splits=num_splits, indices=indices,
+                                                topk_length=topk_length, lse=lse_view, attn_sink=attn_sink)
+    launch(ptrs, mid, scales, device, workspace, handle)
+    return (out, lse) if return_lse or lse is not None else out
+
+
 def _register_fast(args, mid, device) -> None:
     """Registers a checked mla_decode() call with the C fast path (args in the order mla_decode() passes them)."""
     off = MLA_DECODE_ARGS.offset
@@ -186,7 +280,7 @@ def _register_fast(args, mid, device) -> None:
     _fast.scale_patch(patches, 7, args[7], off("kv_scale"), off("kv_scale_ptr"))
     _fast.workspace_patch(patches, 9, args[9], off("workspace"))
     buf = bytearray(_SIZE)
-    _PACK(buf, 0, _SIZE, args[12], 0, *(0,) * 8, 0, 0, 0, *mid, 0.0, 1.0, 1.0)
+    _PACK(buf, 0, _SIZE, args[12], 0, *(0,) * 8, 0, 0, 0, *mid, 0.0, 1.0, 1.0, *_DENSE_TAIL)
     _fast.register(_fast.OP_MLA, bytes(buf), patches, device, args)
 
 
@@ -223,7 +317,7 @@ def _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, s
     kv_s, kv_sp = _scale(kv_scale)
     ptrs = (q.data_ptr(), out.data_ptr(), kv_cache.data_ptr(), block_table.data_ptr(), seq_lens.data_ptr(),
             0 if spec_mask is None else spec_mask.data_ptr(), q_sp, kv_sp)
-    scales = (float(sm_scale), q_s, kv_s)
+    scales = (float(sm_scale), q_s, kv_s, *_DENSE_TAIL)
     if workspace is None and device >= 0 and _LAUNCHER.launch_default(ptrs, mid, scales, device, handle,
                                                                       current_stream(device)):
         return hit
@@ -261,7 +355,7 @@ def _op_scales(q_scale, kv_scale):
     return (*split(q_scale), *split(kv_scale))
 
 
-def validate(q, kv_cache, block_table, seq_lens, *, sm_scale, out=None, **kw):
+def validate(q, kv_cache, block_table=None, seq_lens=None, *, sm_scale, out=None, **kw):
     """Every check mla_decode() makes, Python's and the library's (xqajit::validate),
     without a GPU and without launching. Tensors may live on the CPU."""
     if out is None:

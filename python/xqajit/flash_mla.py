@@ -1,0 +1,148 @@
+"""FlashMLA-compatible decode API over xqajit.mla_decode (docs/DSA.md has the mapping).
+
+A FlashMLA user switches by changing one import:
+
+    from xqajit.flash_mla import get_mla_metadata, flash_mla_with_kvcache
+
+The two functions take the arguments of FlashMLA's public Python API
+(flash_mla/flash_mla_interface.py in deepseek-ai/FlashMLA) and return what it returns:
+`(out, lse)`, out bf16 [batch, s_q, h_q, 512], lse float32 [batch, h_q, s_q] (the natural
+log of the sum of exp of the scaled logits, +inf for a row that saw no key). Dense
+(block_table + cache_seqlens) and sparse (indices, topk_length) decode, attention sinks.
+An argument xqajit has no equivalent for raises ArgumentError naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Tuple
+
+import torch
+
+from ._tensors import fail
+from .ops.mla import QK_DIM, V_DIM
+from .ops.mla import mla_decode as _mla_decode
+
+_OP = "flash_mla_with_kvcache"
+
+
+@dataclasses.dataclass
+class FlashMLASchedMeta:
+    """What get_mla_metadata() returns: FlashMLA keeps its tile scheduler here; xqajit plans
+    each launch from the shapes (no device-side schedule), so this only records the first
+    call's configuration and checks later calls against it, as FlashMLA does."""
+
+    @dataclasses.dataclass
+    class Config:
+        b: int
+        s_q: int
+        h_q: int
+        page_block_size: int
+        h_k: int
+        causal: bool
+        is_fp8_kvcache: bool
+        topk: Optional[int]
+        extra_page_block_size: Optional[int]
+        extra_topk: Optional[int]
+
+    have_initialized: bool = False
+    config: Optional[Config] = None
+    tile_scheduler_metadata: Optional[torch.Tensor] = None  # always None in xqajit
+    num_splits: Optional[torch.Tensor] = None               # always None in xqajit
+
+
+def get_mla_metadata(*args, **kwargs) -> Tuple[FlashMLASchedMeta, None]:
+    """An empty FlashMLASchedMeta (filled by the first flash_mla_with_kvcache call), and
+    None; any arguments are accepted and ignored, as FlashMLA's current API does."""
+    return FlashMLASchedMeta(), None
+
+
+_causal_masks = {}  # (batch, s_q, device) -> int32 [batch, s_q] every draft visible
+
+
+def _all_visible_mask(batch: int, s_q: int, device: torch.device) -> torch.Tensor:
+    """causal=False with s_q > 1: every query token sees all the new keys (xqajit's default is causal)."""
+    key = (batch, s_q, str(device))
+    mask = _causal_masks.get(key)
+    if mask is None:
+        mask = torch.full((batch, s_q), (1 << s_q) - 1, dtype=torch.int32, device=device)
+        if len(_causal_masks) < 64:
+            _causal_masks[key] = mask
+    return mask
+
+
+def _unsupported(name: str, value, why: str) -> None:
+    if value is not None:
+        fail(_OP, name, why)
+
+
+def flash_mla_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, block_table: Optional[torch.Tensor],
+                           cache_seqlens: Optional[torch.Tensor], head_dim_v: int,
+                           tile_scheduler_metadata: FlashMLASchedMeta, num_splits: None = None,
+                           softmax_scale: Optional[float] = None, causal: bool = False,
+                           is_fp8_kvcache: bool = False, indices: Optional[torch.Tensor] = None,
+                           attn_sink: Optional[torch.Tensor] = None, extra_k_cache: Optional[torch.Tensor] = None,
+                           extra_indices_in_kvcache: Optional[torch.Tensor] = None,
+                           topk_length: Optional[torch.Tensor] = None,
+                           extra_topk_length: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """FlashMLA's flash_mla_with_kvcache on xqajit's MLA kernels.
+
+    q: [batch, s_q, h_q, 576] bf16; k_cache: [num_blocks, page_block_size, 1, 576] bf16;
+    dense: block_table int32 [batch, max_blocks] and cache_seqlens int32 [batch]; sparse:
+    indices int32 [batch, s_q, topk] (block * page_block_size + offset, -1 skips) and
+    optional topk_length int32 [batch]; attn_sink float32 [h_q]. Returns (out, lse):
+    out bf16 [batch, s_q, h_q, 512], lse float32 [batch, h_q, s_q].
+    """
+    meta = tile_scheduler_metadata
+    if not isinstance(meta, FlashMLASchedMeta):
+        fail(_OP, "tile_scheduler_metadata", f"must be the FlashMLASchedMeta of xqajit.flash_mla.get_mla_metadata(), "
+                                             f"got {type(meta).__name__}")
+    _unsupported("num_splits", num_splits, "must be None (as in FlashMLA: the split count is planned per launch)")
+    _unsupported("extra_k_cache", extra_k_cache, "is not supported by xqajit (a second cache attended beside "
+                                                 "k_cache): gather both into one cache and one index list")
+    _unsupported("extra_indices_in_kvcache", extra_indices_in_kvcache, "is not supported by xqajit (see extra_k_cache)")
+    _unsupported("extra_topk_length", extra_topk_length, "is not supported by xqajit (see extra_k_cache)")
+    if head_dim_v != V_DIM:
+        fail(_OP, "head_dim_v", f"= {head_dim_v}: must be {V_DIM}")
+    if is_fp8_kvcache:
+        fail(_OP, "is_fp8_kvcache", "= True: the fp8-with-scales cache (656 bytes a token: 512 e4m3 + 4 float32 "
+                                    "scales + 64 bf16 rope) is not supported by xqajit yet (issue 31); "
+                                    "a bf16 cache works dense and sparse")
+    if not isinstance(q, torch.Tensor) or q.dim() != 4:
+        fail(_OP, "q", f"must be a [batch, s_q, h_q, {QK_DIM}] tensor")
+    if not isinstance(k_cache, torch.Tensor) or k_cache.dim() != 4:
+        fail(_OP, "k_cache", f"must be a [num_blocks, page_block_size, h_k, {QK_DIM}] tensor")
+    if k_cache.shape[2] != 1:
+        fail(_OP, "k_cache", f"has h_k = {k_cache.shape[2]}: MLA has one latent head (h_k = 1)")
+    sparse = indices is not None
+    topk = indices.shape[-1] if sparse else None
+    config = FlashMLASchedMeta.Config(q.shape[0], q.shape[1], q.shape[2], k_cache.shape[1], k_cache.shape[2], causal,
+                                      is_fp8_kvcache, topk, None, None)
+    if not meta.have_initialized:
+        if sparse and causal:
+            fail(_OP, "causal", "must be False with indices (sparse attention has no causal mask)")
+        meta.have_initialized = True
+        meta.config = config
+    elif meta.config != config:
+        diff = [f.name for f in dataclasses.fields(config) if getattr(config, f.name) != getattr(meta.config, f.name)]
+        fail(_OP, "tile_scheduler_metadata", f"was initialised for other arguments ({', '.join(diff)} differ): "
+                                             "use one get_mla_metadata() per configuration, as with FlashMLA")
+    if softmax_scale is None:
+        softmax_scale = q.shape[-1] ** (-0.5)  # FlashMLA's default (DeepSeek models pass their own)
+
+    batch, s_q, h_q = q.shape[0], q.shape[1], q.shape[2]
+    lse = torch.empty((batch, h_q, s_q), dtype=torch.float32, device=q.device)
+    out = torch.empty((batch, s_q, h_q, V_DIM), dtype=torch.bfloat16, device=q.device)
+    if sparse:
+        out, _ = _mla_decode(q, k_cache, None, None, sm_scale=softmax_scale, out=out, indices=indices,
+                             topk_length=topk_length, lse=lse.transpose(1, 2), attn_sink=attn_sink)
+        return out, lse
+    if topk_length is not None:
+        fail(_OP, "topk_length", "must be None for dense attention (it limits sparse index lists)")
+    if block_table is None or cache_seqlens is None:
+        fail(_OP, "block_table" if block_table is None else "cache_seqlens",
+             "must be given for dense attention (FlashMLA's rule too)")
+    mask = None if causal or s_q == 1 else _all_visible_mask(batch, s_q, q.device)
+    out, _ = _mla_decode(q, k_cache, block_table, cache_seqlens, sm_scale=softmax_scale, out=out, spec_mask=mask,
+                         lse=lse.transpose(1, 2), attn_sink=attn_sink)
+    return out, lse
