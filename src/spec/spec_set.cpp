@@ -176,6 +176,34 @@ std::vector<FieldProduct> with_overrides(std::vector<FieldProduct> products, con
 
 std::vector<std::string> preset_names() { return {"serving-gqa", "serving-mla", "serving-dsa", "smoke"}; }
 
+namespace {
+
+// An MLA serving preset on one arch: bf16 Q and cache over `groups` heads, q_len 1 and 2
+// (decode and one MTP draft), page 64; where the arch has fp8, the same over an fp8 cache,
+// and (dense only) fp8 Q over it too.
+void add_mla_serving(std::vector<FieldProduct>& products, const Arch& arch, bool fp8,
+                     std::vector<std::string> groups, bool sparse) {
+  FieldProduct bf16 = {{"kind", {"mla"}},
+                       {"input", {"bf16"}},
+                       {"kv", {"bf16"}},
+                       {"page_size", {"64"}},
+                       {"group", std::move(groups)},
+                       {"q_len", {"1", "2"}},
+                       {"arch", {arch.str()}}};
+  if (sparse) bf16["sparse"] = {"1"};
+  products.push_back(bf16);
+  if (!fp8) return;
+  FieldProduct mixed = bf16;  // bf16 activations over an fp8 cache
+  mixed["kv"] = {"fp8"};
+  products.push_back(mixed);
+  if (sparse) return;
+  FieldProduct all_fp8 = mixed;
+  all_fp8["input"] = {"fp8"};
+  products.push_back(all_fp8);
+}
+
+}  // namespace
+
 std::vector<FieldProduct> preset(const std::string& name, const std::vector<Arch>& archs) {
   if (archs.empty())
     throw SpecError("arch", "(missing)",
@@ -200,40 +228,12 @@ std::vector<FieldProduct> preset(const std::string& name, const std::vector<Arch
     } else if (name == "serving-mla") {
       // DeepSeek-V3-style serving: 16 heads (tensor-parallel 8) and 128 (data-parallel
       // attention), decode and one MTP draft, page 64; the backend resolves by arch.
-      FieldProduct bf16 = {{"kind", {"mla"}},
-                           {"input", {"bf16"}},
-                           {"kv", {"bf16"}},
-                           {"page_size", {"64"}},
-                           {"group", {"16", "128"}},
-                           {"q_len", {"1", "2"}},
-                           {"arch", {arch.str()}}};
-      products.push_back(bf16);
-      if (fp8) {
-        FieldProduct mixed = bf16;  // bf16 activations over an fp8 cache
-        mixed["kv"] = {"fp8"};
-        products.push_back(mixed);
-        FieldProduct all_fp8 = mixed;
-        all_fp8["input"] = {"fp8"};
-        products.push_back(all_fp8);
-      }
+      add_mla_serving(products, arch, fp8, {"16", "128"}, false);
     } else if (name == "serving-dsa") {
       // DeepSeek-V3.2 sparse attention (DSA) decode: 16/32/64/128 heads (tensor-parallel 8
       // to data-parallel attention), decode and one MTP draft, page 64, a bf16 and an fp8
       // cache; the portable kernel until the hopper one has a sparse path (issue 31).
-      FieldProduct bf16 = {{"kind", {"mla"}},
-                           {"sparse", {"1"}},
-                           {"input", {"bf16"}},
-                           {"kv", {"bf16"}},
-                           {"page_size", {"64"}},
-                           {"group", {"16", "32", "64", "128"}},
-                           {"q_len", {"1", "2"}},
-                           {"arch", {arch.str()}}};
-      products.push_back(bf16);
-      if (fp8) {
-        FieldProduct mixed = bf16;  // bf16 activations over an fp8 cache
-        mixed["kv"] = {"fp8"};
-        products.push_back(mixed);
-      }
+      add_mla_serving(products, arch, fp8, {"16", "32", "64", "128"}, true);
     } else if (name == "smoke") {
       products.push_back({{"input", {"fp16"}},
                           {"head_dim", {"128"}},
