@@ -138,6 +138,26 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     pair.seq_lens = {3000, 700};
     pair.num_splits = 2;
     cases.push_back(pair);
+    // The hopper backend's seesaw (two row blocks or more, bf16 cache, splits of more than
+    // 8 tiles): odd and even tile counts, partial last tiles, a one-tile and an empty
+    // request beside them; then q_len 2 over 64 heads (128 rows) with a mask, pages of 32,
+    // shared prefix pages, padded strides, device scales and two splits.
+    MlaCase seesaw;
+    seesaw.backend = b;
+    seesaw.heads = 128;
+    seesaw.seq_lens = {4100, 777, 0, 1500, 64};
+    seesaw.num_splits = 1;
+    cases.push_back(seesaw);
+    seesaw.heads = 64;
+    seesaw.q_len = 2;
+    seesaw.explicit_mask = true;
+    seesaw.page_size = 32;
+    seesaw.shared_prefix_pages = 2;
+    seesaw.padded = true;
+    seesaw.scale_ptrs = true;
+    seesaw.seq_lens = {2000, 3333};
+    seesaw.num_splits = 2;
+    cases.push_back(seesaw);
     MlaCase empty;  // every request empty, with splits
     empty.backend = b;
     empty.seq_lens = {0, 0, 0};
