@@ -26,29 +26,29 @@ from .ops.mla import mla_decode as _mla_decode
 _OP = "flash_mla_with_kvcache"
 
 
+@dataclasses.dataclass(frozen=True)
+class _CallShape:
+    """What a metadata object is bound to by its first call; a later call must match it.
+    (h_k, fp8 and the extra cache are refused before this is built, so they are not kept.)"""
+    b: int
+    s_q: int
+    h_q: int
+    page_block_size: int
+    causal: bool
+    topk: Optional[int]
+
+
 @dataclasses.dataclass
 class FlashMLASchedMeta:
-    """What get_mla_metadata() returns: FlashMLA keeps its tile scheduler here; xqajit plans
-    each launch from the shapes (no device-side schedule), so this only records the first
-    call's configuration and checks later calls against it, as FlashMLA does."""
-
-    @dataclasses.dataclass
-    class Config:
-        b: int
-        s_q: int
-        h_q: int
-        page_block_size: int
-        h_k: int
-        causal: bool
-        is_fp8_kvcache: bool
-        topk: Optional[int]
-        extra_page_block_size: Optional[int]
-        extra_topk: Optional[int]
+    """What get_mla_metadata() returns. xqajit plans each launch from the shapes (no device-side
+    schedule), so this only binds to the first call's shapes and checks later calls against
+    them, as FlashMLA's does. The attribute names are FlashMLA's, for code that reads them;
+    the two tensors are always None here."""
 
     have_initialized: bool = False
-    config: Optional[Config] = None
-    tile_scheduler_metadata: Optional[torch.Tensor] = None  # always None in xqajit
-    num_splits: Optional[torch.Tensor] = None               # always None in xqajit
+    config: Optional[_CallShape] = None
+    tile_scheduler_metadata: Optional[torch.Tensor] = None
+    num_splits: Optional[torch.Tensor] = None
 
 
 def get_mla_metadata(*args, **kwargs) -> Tuple[FlashMLASchedMeta, None]:
@@ -116,8 +116,7 @@ def flash_mla_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, block_table: 
         fail(_OP, "k_cache", f"has h_k = {k_cache.shape[2]}: MLA has one latent head (h_k = 1)")
     sparse = indices is not None
     topk = indices.shape[-1] if sparse else None
-    config = FlashMLASchedMeta.Config(q.shape[0], q.shape[1], q.shape[2], k_cache.shape[1], k_cache.shape[2], causal,
-                                      is_fp8_kvcache, topk, None, None)
+    config = _CallShape(q.shape[0], q.shape[1], q.shape[2], k_cache.shape[1], causal, topk)
     if not meta.have_initialized:
         if sparse and causal:
             fail(_OP, "causal", "must be False with indices (sparse attention has no causal mask)")
