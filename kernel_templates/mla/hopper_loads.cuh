@@ -78,7 +78,9 @@ struct TmaTileLoader {
     u32 bytes = 0;
 #pragma unroll
     for (int j = 0; j < kPagesPerTile; ++j) bytes += ids[j] >= 0 ? kPageSize * 128u : 0u;
-#pragma unroll
+    // Not unrolled: one thread runs it, and unrolled it was ~4 KB of each seesaw loop's
+    // SASS, which the instruction cache holds for every warp (m15).
+#pragma unroll 1
     for (int cb = kFirst; cb < kLast; ++cb) {
       mbarrier_arrive_expect_tx(bars + 8 * cb, bytes);
 #pragma unroll
