@@ -3,8 +3,11 @@
 // split's partial rows, then the last CTA of the (request, row block) merges
 // (common/split_merge.cuh, the same contract as GQA) -- or, where the host plans
 // it (args.merge_launch), a second launch merges: xqajit_mla_merge, whose body
-// is merge_launch_row below.
+// is merge_launch_row below -- or, where the host launched the splits of a
+// (request, row block) as one thread-block cluster (MlaDecodePlan::split_cluster,
+// hopper), through distributed shared memory (common/cluster_merge.cuh).
 
+#include "common/cluster_merge.cuh"
 #include "common/online_softmax.cuh"
 #include "common/pdl.cuh"
 #include "common/split_merge.cuh"
@@ -23,9 +26,17 @@ struct RowStateOf {
   float acc[kAccTiles][4];
 };
 
+// A partial row's floats in the cluster merge, padded off the bank of the next row.
+constexpr int kClusterRowStride = kV + 4;
+template <int kR>
+constexpr int cluster_merge_bytes() {
+  return kR * kClusterRowStride * 4 + kR * 8;
+}
+
 // Warp row tile `rt` holds rows 16 rt.. and output dims dim0..; `stats_owner`:
 // this warp writes the rows' (max, sum) partials (one warp per row tile).
-template <int kR, int kRows, int kThreads, int kAccTiles>
+// kClusterMerge: the kernel may run as split clusters (the host decides per launch).
+template <int kR, int kRows, int kThreads, bool kClusterMerge, int kAccTiles>
 __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateOf<kAccTiles>& st, unsigned char* smem,
                                             int merge_bytes, int* s_is_last, int split, int rb, int b, int rt, int dim0,
                                             bool stats_owner, float kv_scale, int lane) {
@@ -34,6 +45,36 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
   st.row_sum[1] = quad_sum(st.row_sum[1]);
   const bool multi = args.num_splits > 1;
   const long long cta_id = (long long)b * gridDim.y + rb;
+  const int valid_rows = kRows - rb * kR < kR ? kRows - rb * kR : kR;
+  // A merged row -> its bf16 output, LSE and sink (every merge path).
+  const auto store_merged = [&](int r, int d, const float(&o)[4], float m, float sum) {
+    const float scale = row_extras<kHeads>(args, b, rb * kR + r, m, sum, row_out_scale(m, sum, kv_scale), d == 0);
+    store_out_pair<kHeads>(args, b, rb * kR + r, d, o[0], o[1], scale);
+    store_out_pair<kHeads>(args, b, rb * kR + r, d + 2, o[2], o[3], scale);
+  };
+  if constexpr (kClusterMerge) {
+    if (splits_form_cluster(args.num_splits)) {
+      // This CTA's partial rows -> its own shared memory, where the cluster's splits read
+      // them: no workspace round trip and no merge launch (B=32 H=128 with two splits
+      // spent ~25 us on those, session 22 run 5).
+      constexpr int kStride = kClusterRowStride;
+      float* const acc = reinterpret_cast<float*>(smem);
+      float* const stats = acc + kR * kStride;
+      __syncthreads();  // the pipeline region is free
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = rt * 16 + quad_row + half * 8;
+#pragma unroll
+        for (int i = 0; i < kAccTiles; ++i) {
+          const int d = dim0 + i * 8 + 2 * quad_col;
+          *reinterpret_cast<float2*>(acc + r * kStride + d) = make_float2(st.acc[i][2 * half], st.acc[i][2 * half + 1]);
+        }
+        if (stats_owner && quad_col == 0) stats[2 * r] = st.row_max[half], stats[2 * r + 1] = st.row_sum[half];
+      }
+      split_merge_in_cluster<kV, kThreads>(acc, kStride, stats, args.num_splits, valid_rows, store_merged);
+      return;
+    }
+  }
   const SplitPartials<kR, kV> partials(args.partial, (long long)args.batch * gridDim.y, args.num_splits, cta_id);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -54,14 +95,7 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
 
   if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, s_is_last)) return;
   __syncthreads();  // the pipeline region becomes the merge buffer
-  const int valid_rows = kRows - rb * kR < kR ? kRows - rb * kR : kR;
-  split_merge<kR, kV, kThreads>(smem, merge_bytes, partials, valid_rows,
-                                [&](int r, int d, const float(&o)[4], float m, float sum) {
-                                  const float scale = row_extras<kHeads>(args, b, rb * kR + r, m, sum,
-                                                                         row_out_scale(m, sum, kv_scale), d == 0);
-                                  store_out_pair<kHeads>(args, b, rb * kR + r, d, o[0], o[1], scale);
-                                  store_out_pair<kHeads>(args, b, rb * kR + r, d + 2, o[2], o[3], scale);
-                                });
+  split_merge<kR, kV, kThreads>(smem, merge_bytes, partials, valid_rows, store_merged);
 }
 
 // One CTA of xqajit_mla_merge: grid (rows_per_cta, row_blocks, batch), 128 threads

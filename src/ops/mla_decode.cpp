@@ -231,8 +231,13 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   plan.grid[1] = static_cast<unsigned>(geo.row_blocks);
   plan.grid[2] = static_cast<unsigned>(p.batch);
   plan.workspace_bytes = split_workspace_bytes(request.base_ctas, split.num_splits, geo.rows_per_cta, kVDim);
-  plan.merge_launch =
-      split.num_splits > 1 && split.num_splits * std::min(geo.rows, geo.rows_per_cta) > kLastCtaMergeRows;
+  // Hopper merges two splits in a cluster: H=128 B=32 L=4096 spent ~25 us on the workspace
+  // round trip and the merge launch (100 -> 82 us). Clusters of 4 and 8 were slower than the
+  // workspace merge (H=64 B=32 L=4096, 4 splits: 70 -> 91 us; B=4 L=8192, 8: 50 -> 57): a
+  // cluster of one-CTA-per-SM blocks waits for that many free SMs of one GPC (session 22 run 7).
+  if (plan.spec.backend == Backend::hopper && split.num_splits == 2) plan.split_cluster = 2;
+  plan.merge_launch = plan.split_cluster == 1 && split.num_splits > 1 &&
+                      split.num_splits * std::min(geo.rows, geo.rows_per_cta) > kLastCtaMergeRows;
   if (plan.merge_launch) {
     plan.merge_grid[0] = static_cast<unsigned>(geo.rows_per_cta);
     plan.merge_grid[1] = plan.grid[1];
@@ -284,6 +289,11 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
 
   LaunchConfig config = ops::launch_config(plan);
   config.programmatic_dependent_launch = p.programmatic_dependent_launch && plan.spec.arch.number() >= 90;
+  if (plan.split_cluster > 1) {  // else the last CTA merges through the workspace
+    LaunchConfig split = config;
+    split.cluster[0] = static_cast<unsigned>(plan.split_cluster);
+    if (driver.clusters_fit(kernel, split)) config = split;
+  }
   XqajitTensorMap kv_map{};  // by value after args: the hopper kernel's second parameter
   if (plan.spec.backend == Backend::hopper && xqajit_mla_hopper_tma(dtype_bytes(plan.spec.kv)))
     kv_map = kv_tensor_map(p, s, driver);

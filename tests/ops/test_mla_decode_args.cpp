@@ -14,6 +14,7 @@
 #include "support/temp_dir.hpp"
 #include "xqajit/error.hpp"
 #include "xqajit/ops/mla_decode.hpp"
+#include "xqajit/ops/split_plan.hpp"
 
 using namespace xqajit;
 using xqajit::test::fake;
@@ -187,6 +188,25 @@ TEST_CASE("mla_decode merges many split rows in a second launch, few in the last
     CHECK(mla_decode_plan(p, h100()).merge_threads == 128u);
     p.num_splits = 1;
     CHECK_FALSE(mla_decode_plan(p, h100()).merge_launch);
+  }
+}
+
+TEST_CASE("mla_decode's hopper backend merges two splits in a cluster, no merge launch", "[mla][args]") {
+  MlaDecodeParams p = valid_params();
+  p.batch = 32;
+  p.max_pages_per_seq = 64;
+  for (int splits : {1, 2, 3, 4}) {
+    INFO(splits);
+    p.num_splits = splits;
+    p.backend = Backend::hopper;
+    const MlaDecodePlan hopper = mla_decode_plan(p, h100());
+    CHECK(hopper.split_cluster == (splits == 2 ? 2 : 1));
+    if (splits == 2) CHECK_FALSE(hopper.merge_launch);  // the cluster merges (the workspace stays the fallback)
+    CHECK(hopper.workspace_bytes == (splits > 1 ? split_workspace_bytes(32LL * hopper.grid[1], splits,
+                                                                         hopper.rows_per_cta, 512)
+                                                : 0u));
+    p.backend = Backend::portable;
+    CHECK(mla_decode_plan(p, h100()).split_cluster == 1);
   }
 }
 

@@ -4,10 +4,13 @@
 // bandwidth) and TFLOP/s (2 * B * q_len * H * L * (576 + 512)).
 //
 //   bench_mla [--only "A|B"]   (prints a table; JSON lines to stderr)
+//   bench_mla --shapes "H B L q_len in/kv [splits]|..."   (these shapes instead of the list;
+//             splits 0 or absent = the launcher's choice: fixed costs vs steps vs merges)
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,6 +30,27 @@ struct Shape {
   DType input, kv;
   int splits = 0;  // 0 = the launcher's choice
 };
+
+// "H B L q_len in/kv [splits]|..." -> shapes (the --shapes option).
+std::vector<Shape> parse_shapes(const char* text) {
+  std::vector<Shape> shapes;
+  std::string all(text);
+  std::size_t start = 0;
+  while (start <= all.size()) {
+    const std::size_t end = std::min(all.find('|', start), all.size());
+    const std::string one = all.substr(start, end - start);
+    Shape s{};
+    char in[8] = {}, kv[8] = {};
+    const int n = std::sscanf(one.c_str(), "%d %d %d %d %7[a-z0-9]/%7[a-z0-9] %d", &s.H, &s.B, &s.L, &s.q_len, in, kv,
+                              &s.splits);
+    if (n < 6) throw ArgumentError(fmt::format("bench_mla --shapes: '{}' is not 'H B L q_len in/kv [splits]'", one));
+    s.input = parse_dtype("input", in);
+    s.kv = parse_dtype("kv", kv);
+    shapes.push_back(s);
+    start = end + 1;
+  }
+  return shapes;
+}
 
 }  // namespace
 
@@ -62,6 +86,8 @@ int main(int argc, char** argv) {
     }
     shapes.push_back({16, 64, 8192, 1, bf, f8});
     shapes.push_back({128, 64, 8192, 1, bf, f8});
+    for (int i = 1; i + 1 < argc; ++i)
+      if (std::strcmp(argv[i], "--shapes") == 0) shapes = parse_shapes(argv[i + 1]);
 
     std::vector<Backend> backends = backends_for(Kind::mla, info.best_arch());
     Options opts = Options::from_env();

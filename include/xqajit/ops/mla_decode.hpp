@@ -100,6 +100,12 @@ struct MlaDecodePlan : LaunchPlan {
   bool merge_launch = false;
   unsigned merge_grid[3] = {1, 1, 1};
   unsigned merge_threads = 0;
+  /// The splits of one (request, row block) launched as one thread-block cluster
+  /// (grid.x; hopper, two splits): they merge through distributed shared memory
+  /// (kernel_templates/common/cluster_merge.cuh), with no merge launch and no
+  /// workspace round trip. mla_decode() launches without it where the device cannot
+  /// hold every cluster at once; the kernel then merges in the last CTA.
+  int split_cluster = 1;
 };
 MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& device);
 
