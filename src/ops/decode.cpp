@@ -101,12 +101,15 @@ DecodeCacheBytes decode_cache_bytes(const DecodeParams& p) {
           ops::cache_span_bytes(p, s.v_p, s.v_t, p.num_kv_heads, s.v_h, p.head_dim, bytes)};
 }
 
-void decode(Engine& engine, const DecodeParams& p, Stream stream) {
-  const auto [driver, plan, kernel] =
-      ops::start_launch(kOp, engine, p, stream, &decode_plan, "decode_workspace_size");
-  const Strides s = resolved_strides(p);
-  XqajitDecodeArgs args{};
-  ops::fill_shared_args(args, p, s, plan);
+namespace {
+
+constexpr ops::OpLaunch<DecodeParams, DecodePlan, Strides> kLaunch{kOp, &decode_plan, &resolved_strides,
+                                                                   "decode_workspace_size"};
+
+/// What decode's kernel args add to the shared fields: the two caches and their strides,
+/// sinks, the fp8 output's scale, the window, the KV heads, the mask's words per row and
+/// the bound of the L2 warm-up's page indices.
+void fill_own_args(const DecodeParams& p, const Strides& s, const DecodePlan& plan, XqajitDecodeArgs& args) {
   args.k_cache = p.k_cache;
   args.v_cache = p.v_cache;
   args.sinks = p.sinks;
@@ -121,8 +124,14 @@ void decode(Engine& engine, const DecodeParams& p, Stream stream) {
   args.v_stride_head = s.v_h;
   args.num_kv_heads = p.num_kv_heads;
   args.mask_words = (p.q_len + 31) / 32;
-  args.prefetch_pages = plan.l2_warmup ? p.num_pages : 0;  // bounds the warm-up's page indices
+  args.prefetch_pages = plan.l2_warmup ? p.num_pages : 0;
+}
 
+}  // namespace
+
+void decode(Engine& engine, const DecodeParams& p, Stream stream) {
+  auto [driver, plan, kernel, s, args] = ops::start_launch<XqajitDecodeArgs>(kLaunch, engine, p, stream);
+  fill_own_args(p, s, plan, args);
   LaunchConfig config = ops::launch_config(plan);
   config.programmatic_dependent_launch = plan.programmatic_dependent_launch;
   config.cluster[1] = static_cast<unsigned>(plan.kv_head_cluster);

@@ -259,11 +259,9 @@ std::size_t mla_decode_cache_bytes(const MlaDecodeParams& p) {
 }
 
 void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
-  const auto [driver, plan, kernel] =
-      ops::start_launch(kOp, engine, p, stream, &mla_decode_plan, "mla_decode_workspace_size");
-  const Strides s = resolved_strides(p);
-  XqajitMlaArgs args{};
-  ops::fill_shared_args(args, p, s, plan);
+  constexpr ops::OpLaunch<MlaDecodeParams, MlaDecodePlan, Strides> kLaunch{
+      kOp, &mla_decode_plan, &resolved_strides, "mla_decode_workspace_size"};
+  auto [driver, plan, kernel, s, args] = ops::start_launch<XqajitMlaArgs>(kLaunch, engine, p, stream);
   args.kv_cache = p.kv_cache;
   args.sm_scale = p.sm_scale;
   args.kv_stride_page = s.kv_p;

@@ -156,28 +156,6 @@ TunedLookup take_tuned_knobs(Params& p, const KernelSpec& spec, const DeviceInfo
   return tuned;
 }
 
-template <class Plan>
-struct LaunchStart {
-  Driver& driver;
-  Plan plan;
-  const LoadedKernel& kernel;
-};
-
-/// Every launch's first steps: the checks, the plan on the stream's device, the caller's
-/// workspace against it (`size_function` names the op's workspace query in the message),
-/// and the kernel (memory -> bundles -> disk -> remote -> NVRTC; no compile while capturing).
-template <class Plan, class Params>
-LaunchStart<Plan> start_launch(const char* op, Engine& engine, const Params& p, Stream stream,
-                               Plan (*plan_of)(const Params&, const DeviceInfo&), const char* size_function) {
-  validate(p);
-  Driver& driver = Driver::instance();
-  const int device = driver.stream_device(stream);
-  Plan plan = plan_of(p, driver.device(device));
-  check_workspace(op, p.workspace, p.workspace_bytes, plan.workspace_bytes, plan.num_splits, size_function);
-  const LoadedKernel& kernel = engine.kernel(plan.spec, device, stream);
-  return {driver, std::move(plan), kernel};
-}
-
 /// The kernel-args fields every op's ABI struct spells alike: tensors, scales, the split
 /// workspace (counters, then the partials), Q/out strides, the table's shape, the split.
 template <class Args, class Params>
@@ -207,6 +185,44 @@ void fill_shared_args(Args& a, const Params& p, const RowStrides& s, const Launc
   a.batch = p.batch;
   a.num_splits = plan.num_splits;
   a.split_tokens = plan.split_tokens;
+}
+
+/// What the shared launch steps call of an op: its name (in messages), its plan, its
+/// resolved strides (a RowStrides with its caches'), and the name of its workspace query
+/// (in the message for a workspace that is too small).
+template <class Params, class Plan, class Strides>
+struct OpLaunch {
+  const char* name;
+  Plan (*plan)(const Params&, const DeviceInfo&);
+  Strides (*strides)(const Params&);
+  const char* workspace_query;
+};
+
+template <class Plan, class Strides, class Args>
+struct LaunchStart {
+  Driver& driver;
+  Plan plan;
+  const LoadedKernel& kernel;
+  Strides strides;
+  Args args;  ///< the shared fields filled (fill_shared_args); the op adds its own
+};
+
+/// Every launch's first steps: the checks, the plan on the stream's device, the caller's
+/// workspace against it, the kernel (memory -> bundles -> disk -> remote -> NVRTC; no
+/// compile while capturing), then the op's strides and its kernel args' shared fields.
+template <class Args, class Params, class Plan, class Strides>
+LaunchStart<Plan, Strides, Args> start_launch(const OpLaunch<Params, Plan, Strides>& op, Engine& engine,
+                                              const Params& p, Stream stream) {
+  validate(p);
+  Driver& driver = Driver::instance();
+  const int device = driver.stream_device(stream);
+  Plan plan = op.plan(p, driver.device(device));
+  check_workspace(op.name, p.workspace, p.workspace_bytes, plan.workspace_bytes, plan.num_splits,
+                  op.workspace_query);
+  const LoadedKernel& kernel = engine.kernel(plan.spec, device, stream);
+  LaunchStart<Plan, Strides, Args> start{driver, std::move(plan), kernel, op.strides(p), Args{}};
+  fill_shared_args(start.args, p, start.strides, start.plan);
+  return start;
 }
 
 /// The plan's grid, block and shared memory; the op adds PDL and clusters.

@@ -1,10 +1,11 @@
 #pragma once
 // What every GPU test binary shares: one engine, one random generator (the
-// seed is printed, and XQAJIT_TEST_SEED fixes it to replay a failure), and
-// device 0's properties.
+// seed is printed, and XQAJIT_TEST_SEED fixes it to replay a failure; pick()
+// draws from it), and device 0's properties.
 
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <random>
 #include <string>
 
@@ -32,5 +33,11 @@ inline const DeviceInfo& device() {
   static DeviceInfo info = Driver::instance().device(0);
   return info;
 }
+
+/// Whether device 0 converts fp8 (e4m3): sm_89 and later.
+inline bool device_has_fp8() { return device().cc_major * 10 + device().cc_minor >= 89; }
+
+/// One of `choices`, drawn from rng() (repeat a value to weight it).
+inline int pick(std::initializer_list<int> choices) { return *(choices.begin() + rng()() % choices.size()); }
 
 }  // namespace xqajit::testing

@@ -38,6 +38,33 @@ struct MlaCase {
   }
 };
 
+/// The dtype mix of random MLA case `i`: bf16 Q and cache, bf16 Q over an fp8 cache, fp8 Q
+/// and cache in turn; always the first where the GPU has no fp8.
+template <class Case>
+void cycle_dtypes(Case& c, int i, bool has_fp8) {
+  switch (has_fp8 ? i % 3 : 0) {
+    case 0:
+      c.input = c.kv = DType::bf16;
+      break;
+    case 1:
+      c.input = DType::bf16;
+      c.kv = DType::fp8;
+      break;
+    default:
+      c.input = c.kv = DType::fp8;
+      break;
+  }
+}
+
+/// Random scales: q_scale and kv_scale in [0.05, 0.45) for the fp8 operands, sm_scale
+/// within [0.5, 1.5) x 1/sqrt(192).
+template <class Case>
+void random_scales(Case& c, std::mt19937& rng) {
+  if (c.input == DType::fp8) c.q_scale = 0.05f + static_cast<float>(rng() % 40) / 100.f;
+  if (c.kv == DType::fp8) c.kv_scale = 0.05f + static_cast<float>(rng() % 40) / 100.f;
+  c.sm_scale = 0.0721687836f * (0.5f + static_cast<float>(rng() % 100) / 100.f);
+}
+
 struct MlaProblem : PagedBuffers {
   static constexpr int kQk = 576, kV = 512;
   MlaCase c;

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "support/gpu_buffers.hpp"
@@ -28,6 +30,11 @@ inline std::vector<std::uint8_t> nan_bytes(DType dt, std::size_t elems) {
   return v;
 }
 
+template <class Case, class = void>
+struct HasSeqLens : std::false_type {};
+template <class Case>
+struct HasSeqLens<Case, std::void_t<decltype(std::declval<const Case&>().seq_lens)>> : std::true_type {};
+
 // A random finite value of `dt`, roughly in [-range, range].
 inline void random_element(DType dt, std::uint8_t* base, std::int64_t i, float range, std::mt19937& rng) {
   if (dt == DType::fp8) {
@@ -43,14 +50,24 @@ inline void random_element(DType dt, std::uint8_t* base, std::int64_t i, float r
   store_element(dt, base, i, u(rng));
 }
 
+/// A case's request count: one request per length where it draws lengths (`seq_lens`),
+/// else its `batch` (a case without a block table, as sparse MLA's).
+template <class Case>
+int case_batch(const Case& c) {
+  if constexpr (HasSeqLens<Case>::value)
+    return static_cast<int>(c.seq_lens.size());
+  else
+    return c.batch;
+}
+
 /// The params fields every op's case (DecodeCase, MlaCase, ...) names alike: dtypes,
-/// batch (one request per length), q_len, page size, scales, split count, backend.
+/// batch (case_batch), q_len, page size, scales, split count, backend.
 template <class Params, class Case>
 Params shared_params(const Case& c) {
   Params p;
   p.input = c.input;
   p.kv = c.kv;
-  p.batch = static_cast<int>(c.seq_lens.size());
+  p.batch = case_batch(c);
   p.q_len = c.q_len;
   p.page_size = c.page_size;
   p.q_scale = c.q_scale;

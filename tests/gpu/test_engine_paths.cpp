@@ -68,17 +68,12 @@ void launch_and_check(Engine& engine, DecodeProblem& pr) {
 /// `stream` captures a graph; the capture is ended and dropped either way.
 template <class Call>
 bool refused_while_capturing(cudaStream_t stream, Call&& call) {
-  cudaGraph_t graph = nullptr;
-  XQAJIT_CUDART_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  bool refused = false;
   try {
-    call(stream);
+    CapturedGraph graph(stream, call);
   } catch (const NotAvailableError& e) {
-    refused = std::string(e.what()).find("capturing") != std::string::npos;
+    return std::string(e.what()).find("capturing") != std::string::npos;
   }
-  XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream, &graph));
-  if (graph) cudaGraphDestroy(graph);
-  return refused;
+  return false;
 }
 
 /// An engine's options with its disk cache in `dir` (nothing shared with other tests).

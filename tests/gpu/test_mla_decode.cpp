@@ -68,8 +68,6 @@ double run_and_check(MlaProblem& pr, cudaStream_t stream) {
   return check_output(pr, stream);
 }
 
-int pick(std::initializer_list<int> v) { return *(v.begin() + rng()() % v.size()); }
-
 // Ragged lengths whose reference cost (sum of L x H x q_len) stays bounded.
 std::vector<int> random_lens(int batch, int heads, int q_len, bool with_zero) {
   const long budget = 3'000'000;
@@ -84,12 +82,7 @@ std::vector<int> random_lens(int batch, int heads, int q_len, bool with_zero) {
 MlaCase random_case(Backend backend, int i) {
   MlaCase c;
   c.backend = backend;
-  const bool fp8 = device().cc_major * 10 + device().cc_minor >= 89;
-  switch (fp8 ? i % 3 : 0) {
-    case 0: c.input = c.kv = DType::bf16; break;
-    case 1: c.input = DType::bf16; c.kv = DType::fp8; break;
-    default: c.input = c.kv = DType::fp8; break;
-  }
+  cycle_dtypes(c, i, device_has_fp8());
   // Serving shapes (H 16/128, page 64, q_len 1/2) most of the time, the rest of the grid often.
   const bool serving = rng()() % 3 != 0;
   c.heads = serving ? pick({16, 128}) : pick({16, 32, 64, 128});
@@ -103,9 +96,7 @@ MlaCase random_case(Backend backend, int i) {
   c.shared_prefix_pages = rng()() % 4 == 0 ? 1 + static_cast<int>(rng()() % 4) : 0;
   c.pages_unknown = rng()() % 4 == 0;
   c.num_splits = pick({0, 0, 0, 1, 2, 7, 16});
-  if (c.input == DType::fp8) c.q_scale = 0.05f + static_cast<float>(rng()() % 40) / 100.f;
-  if (c.kv == DType::fp8) c.kv_scale = 0.05f + static_cast<float>(rng()() % 40) / 100.f;
-  c.sm_scale = 0.0721687836f * (0.5f + static_cast<float>(rng()() % 100) / 100.f);
+  random_scales(c, rng());
   return c;
 }
 
@@ -208,16 +199,13 @@ TEST_CASE("mla_decode inside a captured graph replays with new lengths and scale
     run_and_check(pr, stream.get());  // loads the kernel: nothing compiles during capture
 
     DeviceBuffer staged_q(pr.d_q.bytes()), consumed(pr.d_out.bytes());
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    XQAJIT_CUDART_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
-    XQAJIT_CUDART_CHECK(cudaMemcpyAsync(pr.d_q.get(), staged_q.get(), pr.d_q.bytes(), cudaMemcpyDeviceToDevice,
-                                        stream.get()));
-    mla_decode(engine(), pr.dev, stream.get());
-    XQAJIT_CUDART_CHECK(cudaMemcpyAsync(consumed.get(), pr.d_out.get(), pr.d_out.bytes(), cudaMemcpyDeviceToDevice,
-                                        stream.get()));
-    XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream.get(), &graph));
-    XQAJIT_CUDART_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const CapturedGraph graph(stream.get(), [&](cudaStream_t s) {
+      XQAJIT_CUDART_CHECK(
+          cudaMemcpyAsync(pr.d_q.get(), staged_q.get(), pr.d_q.bytes(), cudaMemcpyDeviceToDevice, s));
+      mla_decode(engine(), pr.dev, s);
+      XQAJIT_CUDART_CHECK(
+          cudaMemcpyAsync(consumed.get(), pr.d_out.get(), pr.d_out.bytes(), cudaMemcpyDeviceToDevice, s));
+    });
     for (int round = 0; round < 3; ++round) {
       draw_lengths(pr.lens, c.seq_lens, 0);
       for (std::size_t i = 0; i < pr.q.size(); ++i)
@@ -227,14 +215,12 @@ TEST_CASE("mla_decode inside a captured graph replays with new lengths and scale
       pr.d_lens.upload(pr.lens);
       pr.d_scales.upload(pr.scales);
       pr.d_out.fill(0xff);
-      XQAJIT_CUDART_CHECK(cudaGraphLaunch(exec, stream.get()));
+      graph.replay();
       XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
       XQAJIT_CUDART_CHECK(cudaMemcpy(pr.d_out.get(), consumed.get(), pr.d_out.bytes(), cudaMemcpyDeviceToDevice));
       INFO("graph replay round " << round);
       check_output(pr, stream.get());
     }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
   }
 }
 

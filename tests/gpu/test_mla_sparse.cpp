@@ -38,8 +38,19 @@ struct SparseCase {
   int lse_layout = 1;    // 0: none, 1: [B, q_len, H], 2: [B, H, q_len] (FlashMLA's)
   bool sinks = false;
   int num_splits = 0;
+  Backend backend = Backend::automatic;
   float sm_scale = 0.0721687836f;
   float q_scale = 1.f, kv_scale = 1.f;
+
+  /// The params' dtypes, shapes, scales and knobs (no pointers, dense strides).
+  MlaDecodeParams params() const {
+    MlaDecodeParams p = shared_params<MlaDecodeParams>(*this);
+    p.num_heads = heads;
+    p.num_pages = num_pages;
+    p.topk = topk;
+    p.sm_scale = sm_scale;
+    return p;
+  }
 };
 
 std::string describe(const SparseCase& c) {
@@ -131,23 +142,11 @@ struct SparseProblem {
       sinks[h] = r == 0 ? -kInfF : r == 1 ? kInfF : static_cast<float>(rng() % 400) / 100.f - 2.f;
     }
 
-    MlaDecodeParams p;
-    p.input = c.input;
-    p.kv = c.kv;
-    p.batch = B;
-    p.q_len = Q;
-    p.num_heads = H;
-    p.page_size = P;
-    p.num_pages = c.num_pages;
-    p.topk = c.topk;
+    MlaDecodeParams p = c.params();
     p.indices_stride_token = ix_t;
     p.indices_stride_batch = ix_b;
     p.kv_stride_token = kv_tok;
     p.kv_stride_page = kv_page;
-    p.sm_scale = c.sm_scale;
-    p.q_scale = c.q_scale;
-    p.kv_scale = c.kv_scale;
-    p.num_splits = c.num_splits;
     if (c.lse_layout) lse_strides(c.lse_layout, Q, H, p.lse_stride_batch, p.lse_stride_token, p.lse_stride_head);
     out_elems = std::size_t(B) * Q * H * kV;
     lse_elems = std::size_t(B) * Q * H;
@@ -275,16 +274,9 @@ void run_and_check(SparseProblem& pr, cudaStream_t stream) {
   check(describe(pr.c), pr.output(), want, lse_got, lse_want);
 }
 
-int pick(std::initializer_list<int> v) { return *(v.begin() + rng()() % v.size()); }
-
 SparseCase random_case(int i) {
   SparseCase c;
-  const bool fp8 = device().cc_major * 10 + device().cc_minor >= 89;
-  switch (fp8 ? i % 3 : 0) {
-    case 0: c.input = c.kv = DType::bf16; break;
-    case 1: c.input = DType::bf16; c.kv = DType::fp8; break;
-    default: c.input = c.kv = DType::fp8; break;
-  }
+  cycle_dtypes(c, i, device_has_fp8());
   const bool serving = rng()() % 3 != 0;  // V3.2 shapes most of the time
   c.heads = serving ? pick({16, 64, 128}) : pick({16, 32, 64, 128});
   c.page_size = serving ? 64 : pick({32, 64});
@@ -299,21 +291,13 @@ SparseCase random_case(int i) {
   c.lse_layout = pick({0, 1, 2, 2});
   c.sinks = rng()() % 3 == 0;
   c.num_splits = pick({0, 0, 0, 1, 2, 7, 16});
-  if (c.input == DType::fp8) c.q_scale = 0.05f + static_cast<float>(rng()() % 40) / 100.f;
-  if (c.kv == DType::fp8) c.kv_scale = 0.05f + static_cast<float>(rng()() % 40) / 100.f;
-  c.sm_scale = 0.0721687836f * (0.5f + static_cast<float>(rng()() % 100) / 100.f);
+  random_scales(c, rng());
   return c;
 }
 
 KernelSpec spec_of(const SparseCase& c) {
-  MlaDecodeParams p;
-  p.input = c.input;
-  p.kv = c.kv;
-  p.num_heads = c.heads;
-  p.page_size = c.page_size;
-  p.q_len = c.q_len;
+  MlaDecodeParams p = c.params();
   p.indices = reinterpret_cast<const std::int32_t*>(16);  // sparse
-  p.topk = c.topk;
   return mla_decode_spec(p, device().best_arch());
 }
 
@@ -364,8 +348,7 @@ TEST_CASE("dense mla_decode writes LSE and applies sinks", "[gpu][mla][lse]") {
     for (int i = 0; i < 12; ++i) {
       MlaCase c;
       c.backend = b;
-      const bool fp8 = device().cc_major * 10 + device().cc_minor >= 89;
-      if (fp8 && i % 2) c.kv = DType::fp8, c.kv_scale = 0.3f;
+      if (device_has_fp8() && i % 2) c.kv = DType::fp8, c.kv_scale = 0.3f;
       c.heads = pick({16, 64, 128});
       c.q_len = pick({1, 2});
       c.seq_lens = {static_cast<int>(rng()() % 3000), 0, 1 + static_cast<int>(rng()() % 9000)};
@@ -415,12 +398,7 @@ TEST_CASE("sparse mla_decode inside a captured graph replays with new indices", 
   SparseProblem pr(c, rng(), device());
   CudaStream stream;
   run_and_check(pr, stream.get());  // loads the kernel: nothing compiles during capture
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  XQAJIT_CUDART_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
-  mla_decode(engine(), pr.dev, stream.get());
-  XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream.get(), &graph));
-  XQAJIT_CUDART_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const CapturedGraph graph(stream.get(), [&](cudaStream_t s) { mla_decode(engine(), pr.dev, s); });
   for (int round = 0; round < 3; ++round) {
     std::vector<char> used(std::size_t(c.num_pages) * c.page_size, 0);
     pr.random_lists(rng(), used);
@@ -432,7 +410,7 @@ TEST_CASE("sparse mla_decode inside a captured graph replays with new indices", 
     pr.d_kv.upload(pr.kv);
     pr.d_out.fill(0xff);
     pr.d_lse.fill(0xff);
-    XQAJIT_CUDART_CHECK(cudaGraphLaunch(exec, stream.get()));
+    graph.replay();
     XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
     std::vector<double> lse_want;
     const std::vector<double> want = reference_mla_decode(pr.host, &lse_want);
@@ -440,6 +418,4 @@ TEST_CASE("sparse mla_decode inside a captured graph replays with new indices", 
     check(describe(c), pr.output(), want, download_lse(pr.d_lse, c.lse_layout, c.batch, c.q_len, c.heads),
           lse_want);
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
 }

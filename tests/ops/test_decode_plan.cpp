@@ -239,27 +239,28 @@ TEST_CASE("backend=auto picks per shape where both backends run", "[decode]") {
   // A 16-bit cache at D=128: hopper where the launch splits the sequence (B=1, 4096 keys)
   // or for speculative decoding, portable for one-split grids of one query token (ties in
   // bulk; the tuner may pick hopper per bucket). At D=256: hopper for one query token.
-  p.kv = DType::bf16;
-  REQUIRE(decode_plan(p, h100()).num_splits > 1);
-  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
-  p.head_dim = 256;
-  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
-  p.batch = 64;
-  REQUIRE(decode_plan(p, h100()).num_splits == 1);
-  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
-  p.q_len = 4;
-  CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
-  p.head_dim = 128;
-  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
-  p.q_len = 1;
-  REQUIRE(decode_plan(p, h100()).num_splits == 1);
-  CHECK(decode_plan(p, h100()).spec.backend == Backend::portable);
-  p.batch = 1;
   // Speculative decoding at B=1: hopper for both caches.
-  p.q_len = 4;
-  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
-  p.kv = DType::fp8;
-  CHECK(decode_plan(p, h100()).spec.backend == Backend::hopper);
+  struct Shape {
+    DType kv;
+    int head_dim, batch, q_len;
+    Backend backend;
+    int splits;  // 0: any; 1: one split; 2: more than one
+  };
+  const DType bf16 = DType::bf16, fp8 = DType::fp8;
+  const Backend hopper = Backend::hopper, portable = Backend::portable;
+  for (const Shape& s : {Shape{bf16, 128, 1, 1, hopper, 2}, Shape{bf16, 256, 1, 1, hopper, 0},
+                         Shape{bf16, 256, 64, 1, hopper, 1}, Shape{bf16, 256, 64, 4, portable, 0},
+                         Shape{bf16, 128, 64, 4, hopper, 0}, Shape{bf16, 128, 64, 1, portable, 1},
+                         Shape{bf16, 128, 1, 4, hopper, 0}, Shape{fp8, 128, 1, 4, hopper, 0}}) {
+    p.kv = s.kv;
+    p.head_dim = s.head_dim;
+    p.batch = s.batch;
+    p.q_len = s.q_len;
+    const DecodePlan plan = decode_plan(p, h100());
+    INFO("kv " << to_string(s.kv) << " D " << s.head_dim << " B " << s.batch << " q_len " << s.q_len);
+    if (s.splits != 0) REQUIRE((plan.num_splits > 1) == (s.splits > 1));
+    CHECK(plan.spec.backend == s.backend);
+  }
   p.q_len = 1;
   // Only sm_90a has the hopper backend; an explicit backend or tile is honoured.
   CHECK(decode_plan(p, rtx_sm120()).spec.backend == Backend::portable);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "ops/paged_op_checks.hpp"
 #include "support/expect_error.hpp"
 #include "support/fake_device.hpp"
 #include "support/process.hpp"
@@ -41,23 +42,20 @@ void expect_rejected(Mutate&& mutate, const std::string& field) {
 
 TEST_CASE("mla_decode validates every argument before anything launches", "[mla][args]") {
   CHECK_NOTHROW(validate(valid_params()));
-  expect_rejected([](auto& p) { p.q = nullptr; }, "q");
-  expect_rejected([](auto& p) { p.out = fake<void>(0x20008); }, "out");
+  xqajit::test::expect_paged_refusals(valid_params(), "mla_decode");  // the fields every op shares
   expect_rejected([](auto& p) { p.kv_cache = nullptr; }, "kv_cache");
-  expect_rejected([](auto& p) { p.block_table = nullptr; }, "block_table");
-  expect_rejected([](auto& p) { p.seq_lens = nullptr; }, "seq_lens");
   expect_rejected([](auto& p) { p.input = DType::fp16; }, "input");
-  expect_rejected([](auto& p) { p.input = DType::fp8; p.kv = DType::bf16; }, "kv");
-  expect_rejected([](auto& p) { p.batch = 0; }, "batch");
+  expect_rejected(
+      [](auto& p) {
+        p.input = DType::fp8;
+        p.kv = DType::bf16;
+      },
+      "kv");
   expect_rejected([](auto& p) { p.q_len = 5; }, "q_len");
   expect_rejected([](auto& p) { p.num_heads = 24; }, "num_heads");
   expect_rejected([](auto& p) { p.page_size = 16; }, "page_size");
-  expect_rejected([](auto& p) { p.max_pages_per_seq = 0; }, "max_pages_per_seq");
-  expect_rejected([](auto& p) { p.block_table_stride = 10; }, "block_table_stride");
   expect_rejected([](auto& p) { p.sm_scale = 0.f; }, "sm_scale");
   expect_rejected([](auto& p) { p.sm_scale = -1.f; }, "sm_scale");
-  expect_rejected([](auto& p) { p.num_splits = 65; }, "num_splits");
-  expect_rejected([](auto& p) { p.kv_tile = 48; }, "kv_tile");
   expect_rejected([](auto& p) { p.q_stride_head = 100; }, "q_stride_head");         // not 16-byte aligned
   expect_rejected([](auto& p) { p.q_stride_head = 512; }, "q_stride_head");         // rows overlap
   expect_rejected([](auto& p) { p.kv_stride_token = 520; }, "kv_stride_token");     // rows overlap

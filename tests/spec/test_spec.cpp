@@ -2,6 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "support/expect_error.hpp"
 #include "xqajit/error.hpp"
@@ -83,20 +86,15 @@ TEST_CASE("invalid values name the field, the value and what is allowed", "[spec
   CHECK(e.allowed() == "64, 128, 256");
   CHECK(std::string(e.what()).find("head_dim=100") != std::string::npos);
 
-  CHECK(spec_error([] { gqa({{"page_size", "48"}}); }).field() == "page_size");
-  CHECK(spec_error([] { gqa({{"group", "0"}}); }).field() == "group");
-  CHECK(spec_error([] { gqa({{"group", "65"}}); }).field() == "group");
-  CHECK(spec_error([] { gqa({{"q_len", "0"}}); }).field() == "q_len");
-  CHECK(spec_error([] { gqa({{"input", "fp32"}}); }).field() == "input");
-  CHECK(spec_error([] { gqa({{"input", "fp8"}}); }).field() == "input");
-  CHECK(spec_error([] { gqa({{"kv", "bf16"}}); }).field() == "kv");  // fp16 input, bf16 cache
-  CHECK(spec_error([] { gqa({{"sliding_window", "2"}}); }).field() == "sliding_window");
-  CHECK(spec_error([] { gqa({{"arch", "sm_70"}}); }).field() == "arch");
-  CHECK(spec_error([] { gqa({{"arch", "sm_89a"}}); }).field() == "arch");
-  CHECK(spec_error([] { gqa({{"arch", "banana"}}); }).field() == "arch");
-  CHECK(spec_error([] { gqa({{"kv_tile", "48"}}); }).field() == "kv_tile");
-  CHECK(spec_error([] { gqa({{"colour", "red"}}); }).field() == "colour");
-  CHECK(spec_error([] { gqa({{"head_dim", "-1"}}); }).field() == "head_dim");
+  // One bad field each: "kv bf16" is a bf16 cache under the default fp16 input.
+  const std::pair<const char*, const char*> bad[] = {
+      {"page_size", "48"}, {"group", "0"},    {"group", "65"},         {"q_len", "0"},    {"input", "fp32"},
+      {"input", "fp8"},    {"kv", "bf16"},    {"sliding_window", "2"}, {"arch", "sm_70"}, {"arch", "sm_89a"},
+      {"arch", "banana"},  {"kv_tile", "48"}, {"colour", "red"},       {"head_dim", "-1"}};
+  for (const auto& field_value : bad) {
+    INFO(field_value.first << "=" << field_value.second);
+    CHECK(spec_error([&] { gqa({field_value}); }).field() == field_value.first);
+  }
 }
 
 TEST_CASE("invalid combinations are rejected", "[spec]") {
@@ -130,36 +128,31 @@ TEST_CASE("invalid combinations are rejected", "[spec]") {
 }
 
 TEST_CASE("flags per family", "[spec]") {
-  const auto base = gqa({{"input", "bf16"}, {"group", "8"}, {"page_size", "32"}, {"head_dim", "64"}});
-  CHECK(has_flag(base, "-DCACHE_ELEM_ENUM=0"));
-  CHECK(has_flag(base, "-DINPUT_FP16=0"));
-  CHECK(has_flag(base, "-DHEAD_ELEMS=64"));
-  CHECK(has_flag(base, "-DHEAD_GRP_SIZE=8"));
-  CHECK(has_flag(base, "-DTOKENS_PER_PAGE=32"));
-  CHECK(has_flag(base, "-DBEAM_WIDTH=1"));
-  CHECK(has_flag(base, "-DSPEC_DEC=0"));
-  CHECK(has_flag(base, "-DLOW_PREC_OUTPUT=0"));
-  CHECK(has_flag(base, "-DMLA_BF16=0"));
-  CHECK(has_flag(base, "-DIS_MLA=0"));
-  CHECK(has_flag(gqa(), "-DINPUT_FP16=1"));
-  CHECK(has_flag(gqa({{"kv", "fp8"}}), "-DCACHE_ELEM_ENUM=2"));
-  CHECK(has_flag(gqa({{"kv", "fp8"}, {"output", "fp8"}}), "-DLOW_PREC_OUTPUT=1"));
-  CHECK(has_flag(gqa({{"sliding_window", "1"}}), "-DSLIDING_WINDOW=1"));
-  const auto spec_dec = gqa({{"q_len", "4"}});
-  CHECK(has_flag(spec_dec, "-DSPEC_DEC=1"));
-  CHECK(has_flag(spec_dec, "-DSPEC_Q_SEQ_LEN=4"));
-  const auto mla_bf16 = spec_from_fields({{"kind", "mla"}, {"group", "128"}, {"arch", "sm_90a"}});
-  CHECK(has_flag(mla_bf16, "-DMLA_BF16=1"));
-  CHECK(has_flag(mla_bf16, "-DIS_MLA=1"));
-  CHECK(has_flag(mla_bf16, "-DHEAD_ELEMS=576"));
-  const auto mla_fp8 = spec_from_fields({{"kind", "mla"}, {"input", "fp8"}, {"group", "128"}, {"arch", "sm_90a"}});
-  CHECK(has_flag(mla_fp8, "-DMLA_BF16=0"));
-  CHECK(has_flag(mla_fp8, "-DCACHE_ELEM_ENUM=2"));
-  CHECK(has_flag(mla_fp8, "-DINPUT_FP8=1"));
-  const auto mla_mixed = spec_from_fields({{"kind", "mla"}, {"kv", "fp8"}, {"arch", "sm_90a"}});
-  CHECK(has_flag(mla_mixed, "-DMLA_BF16=0"));
-  CHECK(has_flag(mla_mixed, "-DINPUT_FP8=0"));
-  CHECK(has_flag(mla_mixed, "-DCACHE_ELEM_ENUM=2"));
+  auto mla = [](std::map<std::string, std::string> f) {
+    f["kind"] = "mla";
+    f["arch"] = "sm_90a";
+    return spec_from_fields(f);
+  };
+  // Each spec, and flags it must carry among others.
+  const std::pair<KernelSpec, std::vector<std::string>> expected[] = {
+      {gqa({{"input", "bf16"}, {"group", "8"}, {"page_size", "32"}, {"head_dim", "64"}}),
+       {"-DCACHE_ELEM_ENUM=0", "-DINPUT_FP16=0", "-DHEAD_ELEMS=64", "-DHEAD_GRP_SIZE=8",
+        "-DTOKENS_PER_PAGE=32", "-DBEAM_WIDTH=1", "-DSPEC_DEC=0", "-DLOW_PREC_OUTPUT=0", "-DMLA_BF16=0",
+        "-DIS_MLA=0"}},
+      {gqa(), {"-DINPUT_FP16=1"}},
+      {gqa({{"kv", "fp8"}}), {"-DCACHE_ELEM_ENUM=2"}},
+      {gqa({{"kv", "fp8"}, {"output", "fp8"}}), {"-DLOW_PREC_OUTPUT=1"}},
+      {gqa({{"sliding_window", "1"}}), {"-DSLIDING_WINDOW=1"}},
+      {gqa({{"q_len", "4"}}), {"-DSPEC_DEC=1", "-DSPEC_Q_SEQ_LEN=4"}},
+      {mla({{"group", "128"}}), {"-DMLA_BF16=1", "-DIS_MLA=1", "-DHEAD_ELEMS=576"}},
+      {mla({{"input", "fp8"}, {"group", "128"}}), {"-DMLA_BF16=0", "-DCACHE_ELEM_ENUM=2", "-DINPUT_FP8=1"}},
+      {mla({{"kv", "fp8"}}), {"-DMLA_BF16=0", "-DINPUT_FP8=0", "-DCACHE_ELEM_ENUM=2"}},
+  };
+  for (const auto& [spec, spec_flags] : expected)
+    for (const std::string& flag : spec_flags) {
+      INFO(canonical_name(spec) << " " << flag);
+      CHECK(has_flag(spec, flag));
+    }
 }
 
 TEST_CASE("backends resolve by arch and are named", "[spec]") {

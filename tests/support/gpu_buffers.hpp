@@ -1,12 +1,13 @@
 #pragma once
 // CUDA-runtime helpers for GPU tests and benchmarks (header-only: only targets
-// that link cudart include it). Every call is checked; failures throw with the
-// call's text and file:line.
+// that link cudart include it): device buffers, a stream, a captured graph. Every
+// call is checked; failures throw with the call's text and file:line.
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -87,6 +88,47 @@ class CudaStream {
 
  private:
   cudaStream_t s_ = nullptr;
+};
+
+/// The work `record(stream)` enqueues on `stream`, captured once (thread-local mode) into an
+/// executable graph that replay() launches on the same stream; graph and executable are
+/// destroyed with the object. A `record` that throws ends the capture first, so the stream
+/// is usable again, and the exception goes on.
+class CapturedGraph {
+ public:
+  template <class Record>
+  CapturedGraph(cudaStream_t stream, Record&& record) : stream_(stream) {
+    XQAJIT_CUDART_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      record(stream_);
+    } catch (...) {
+      end_capture();  // its status would hide the exception that ended the recording
+      throw;
+    }
+    XQAJIT_CUDART_CHECK(end_capture());
+    cudaGraphExec_t exec = nullptr;
+    XQAJIT_CUDART_CHECK(cudaGraphInstantiate(&exec, graph_.get(), 0));
+    exec_.reset(exec);
+  }
+
+  /// One launch of the whole graph on the capturing stream (asynchronous).
+  void replay() const { XQAJIT_CUDART_CHECK(cudaGraphLaunch(exec_.get(), stream_)); }
+
+ private:
+  struct Destroy {
+    void operator()(cudaGraph_t g) const { cudaGraphDestroy(g); }
+    void operator()(cudaGraphExec_t e) const { cudaGraphExecDestroy(e); }
+  };
+  cudaError_t end_capture() {
+    cudaGraph_t graph = nullptr;
+    const cudaError_t err = cudaStreamEndCapture(stream_, &graph);
+    graph_.reset(graph);
+    return err;
+  }
+
+  cudaStream_t stream_;
+  std::unique_ptr<CUgraph_st, Destroy> graph_;
+  std::unique_ptr<CUgraphExec_st, Destroy> exec_;  // after graph_: destroyed first
 };
 
 }  // namespace xqajit::testing

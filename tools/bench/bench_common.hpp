@@ -144,19 +144,16 @@ class ShapeFilter {
 /// calls of `launch(i)` (10 timed replays after 3 warm-ups).
 template <class Launch>
 float graph_us_per_launch(cudaStream_t stream, int launches, Launch&& launch) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  XQAJIT_CUDART_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < launches; ++i) launch(i);
-  XQAJIT_CUDART_CHECK(cudaStreamEndCapture(stream, &graph));
-  XQAJIT_CUDART_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const CapturedGraph graph(stream, [&](cudaStream_t) {
+    for (int i = 0; i < launches; ++i) launch(i);
+  });
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   std::vector<float> per_launch_us;
   for (int rep = 0; rep < 13; ++rep) {
     cudaEventRecord(e0, stream);
-    XQAJIT_CUDART_CHECK(cudaGraphLaunch(exec, stream));
+    graph.replay();
     cudaEventRecord(e1, stream);
     XQAJIT_CUDART_CHECK(cudaEventSynchronize(e1));
     float ms;
@@ -165,8 +162,6 @@ float graph_us_per_launch(cudaStream_t stream, int launches, Launch&& launch) {
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   return median(per_launch_us);
 }
 
