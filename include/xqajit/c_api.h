@@ -106,6 +106,8 @@ typedef struct XqajitDecodeArgs {
   int32_t batch, q_len, num_q_heads, num_kv_heads, head_dim, page_size, num_pages, max_pages_per_seq;
   int32_t sliding_window, num_splits, kv_tile, programmatic_dependent_launch;
   float q_scale, kv_scale, rcp_out_scale;
+  float* lse; /* [batch, q_len, num_q_heads] float32 (strides below) or NULL */
+  int64_t lse_stride_batch, lse_stride_token, lse_stride_head; /* 0 = contiguous */
 } XqajitDecodeArgs;
 
 /* Launches xqajit::decode on args->stream. */

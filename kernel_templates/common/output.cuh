@@ -1,8 +1,9 @@
 #pragma once
 // The decode kernel's final store: one 4-wide vector of one output row,
-// normalised (softmax denominator, attention sink) and scaled.
+// normalised (softmax denominator, attention sink) and scaled, and the row's lse.
 
 #include "common/memory.cuh"
+#include "common/row_lse.cuh"
 #include "common/types.cuh"
 #include "xqajit/decode_args.h"
 
@@ -16,12 +17,18 @@ __device__ __forceinline__ void store_output_vec(const XqajitDecodeArgs& args, i
                                                  float out_scale) {
   const int t = row / kGroup;
   const int hq = h * kGroup + row % kGroup;
+  const float kInf = __int_as_float(0x7f800000);
   float scale = 0.f;  // no visible key (seq_len 0): zeros, never 0/0
-  if (row_max != -__int_as_float(0x7f800000)) {
+  if (row_max != -kInf) {
     float denom = row_sum;
     if (args.sinks != nullptr) denom += exp2f(args.sinks[hq] * kLog2e - row_max);
     scale = out_scale / denom;
   }
+  // The row's log-sum-exp, once a row (every merge path stores through here): row_max is
+  // in log2 units and row_sum is relative to it.
+  if (args.lse != nullptr && d == 0)
+    args.lse[(long long)b * args.lse_stride_batch + (long long)t * args.lse_stride_token +
+             (long long)hq * args.lse_stride_head] = row_lse(row_max, row_sum);
   const long long off = (long long)b * args.o_stride_batch + (long long)t * args.o_stride_token +
                         (long long)hq * args.o_stride_head + d;
   if constexpr (kFp8Out) {

@@ -5,6 +5,7 @@
 // Rows of a request are token-major: row r is query token r / H, head r % H.
 // The last q_len keys are the drafts; without a mask, token t sees drafts 0..t.
 
+#include "common/row_lse.cuh"
 #include "common/types.cuh"
 #include "xqajit/mla_args.h"
 
@@ -35,19 +36,6 @@ __device__ __forceinline__ void store_out_pair(const XqajitMlaArgs& args, int b,
 // The output scale of a finished row: kv_scale / sum, zeros when nothing was seen.
 __device__ __forceinline__ float row_out_scale(float row_max, float row_sum, float kv_scale) {
   return row_max == -__int_as_float(0x7f800000) ? 0.f : kv_scale / row_sum;
-}
-
-__device__ __forceinline__ float fast_log2(float x) {
-  float y;
-  asm("lg2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// A finished row's log-sum-exp in natural-log units from its (max in log2 units, sum):
-// +inf when nothing was seen (FlashMLA's softmax_lse).
-__device__ __forceinline__ float row_lse(float row_max, float row_sum) {
-  const float kInf = __int_as_float(0x7f800000);
-  return row_max == -kInf ? kInf : (row_max + fast_log2(row_sum)) * 0.69314718055994531f;
 }
 
 // The optional outputs of a finished row (args.lse, args.attn_sink), shared by every

@@ -40,6 +40,9 @@ struct XqajitDecodeArgs {
   int mask_words;           // ceil(q_len / 32)
   int prefetch_pages;       // pages in each cache where the plan warms L2 before
                             // griddepcontrol.wait (DecodePlan::l2_warmup), else 0
+  float* lse;               // [B, q_len, Hq] natural-log log-sum-exp of each row's scaled
+                            // logits (sink not included; +inf: no visible key), or null
+  long long lse_stride_batch, lse_stride_token, lse_stride_head;
 };
 
 // How a spec maps onto a CTA. Rows of a CTA are (query token, head) pairs of

@@ -117,3 +117,26 @@ def paged_table(op: str, block_table, seq_lens, batch: int, device: int):
         fail(op, "seq_lens", f"must be a contiguous int32 [batch={batch}], got {seq_lens.dtype} {tuple(seq_lens.shape)}")
     same_device(op, "seq_lens", seq_lens, device)
     return bts, max_pages
+
+
+def new_lse(q: torch.Tensor) -> torch.Tensor:
+    """An lse output for q ([batch, q_len, heads, d] -> [batch, q_len, heads]; [batch, heads, d] -> [batch, heads])."""
+    return torch.empty(tuple(q.shape[:-1]), dtype=torch.float32, device=q.device)
+
+
+def lse_arg(op: str, lse, batch: int, q_len: int, heads: int, heads_name: str, device: int, ptr):
+    """Checks an optional lse output, float32 [batch, q_len, heads] of any strides (a
+    [batch, heads] one where q has no token axis); returns (pointer, (stride_batch,
+    stride_token, stride_head)), zeros when lse is None."""
+    if lse is None:
+        return 0, (0, 0, 0)
+    require_tensor(op, "lse", lse)
+    if lse.dim() == 2 and q_len == 1:
+        lse = lse.unsqueeze(1)
+    if lse.dtype != torch.float32 or tuple(lse.shape) != (batch, q_len, heads):
+        fail(op, "lse", f"must be float32 [batch={batch}, q_len={q_len}, {heads_name}={heads}] (any strides), "
+                        f"got {lse.dtype} {tuple(lse.shape)}")
+    same_device(op, "lse", lse, device)
+    span = max(1, max((n * s for n, s in zip(lse.shape, lse.stride()) if n > 1), default=1))
+    return ptr(lse), tuple(s if n > 1 else span for n, s in zip(lse.shape, lse.stride()))
+

@@ -30,6 +30,10 @@ struct DecodeAbi
     p.rcp_out_scale_ptr = a.rcp_out_scale_ptr;
     p.sliding_window = a.sliding_window;
     p.sinks = a.sinks;
+    p.lse = a.lse;
+    p.lse_stride_batch = a.lse_stride_batch;
+    p.lse_stride_token = a.lse_stride_token;
+    p.lse_stride_head = a.lse_stride_head;
   }
 };
 

@@ -17,7 +17,7 @@ namespace xqajit {
 namespace {
 
 // Every struct member is 8 or 4 bytes; pin the layout the kernel sees.
-static_assert(sizeof(XqajitDecodeArgs) == 248, "XqajitDecodeArgs changed: update the kernel too");
+static_assert(sizeof(XqajitDecodeArgs) == 280, "XqajitDecodeArgs changed: update the kernel too");
 
 constexpr const char* kOp = "decode";
 
@@ -79,6 +79,7 @@ void validate(const DecodeParams& p) {
   check_strides("v_cache", {Dim{pages, s.v_p, "v_stride_page"}, Dim{p.page_size, s.v_t, "v_stride_token"},
                             Dim{p.num_kv_heads, s.v_h, "v_stride_head"}},
                 p.head_dim, dtype_bytes(p.kv));
+  ops::check_lse(kOp, p, p.num_q_heads);
 }
 
 KernelSpec decode_spec(const DecodeParams& p, const Arch& arch) {
@@ -107,12 +108,13 @@ constexpr ops::OpLaunch<DecodeParams, DecodePlan, Strides> kLaunch{kOp, &decode_
                                                                    "decode_workspace_size"};
 
 /// What decode's kernel args add to the shared fields: the two caches and their strides,
-/// sinks, the fp8 output's scale, the window, the KV heads, the mask's words per row and
+/// sinks, lse, the fp8 output's scale, the window, the KV heads, the mask's words per row and
 /// the bound of the L2 warm-up's page indices.
 void fill_own_args(const DecodeParams& p, const Strides& s, const DecodePlan& plan, XqajitDecodeArgs& args) {
   args.k_cache = p.k_cache;
   args.v_cache = p.v_cache;
   args.sinks = p.sinks;
+  ops::fill_lse_args(args, p, p.num_q_heads);
   args.rcp_out_scale_ptr = p.rcp_out_scale_ptr;
   args.rcp_out_scale = p.rcp_out_scale;
   args.window = p.sliding_window;

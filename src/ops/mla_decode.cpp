@@ -70,17 +70,6 @@ IndexStrides resolved_index_strides(const MlaDecodeParams& p) {
   return s;
 }
 
-struct LseStrides {
-  std::int64_t b, t, h;
-};
-LseStrides resolved_lse_strides(const MlaDecodeParams& p) {
-  LseStrides s{};
-  s.h = p.lse_stride_head != 0 ? p.lse_stride_head : 1;
-  s.t = p.lse_stride_token != 0 ? p.lse_stride_token : p.num_heads;
-  s.b = p.lse_stride_batch != 0 ? p.lse_stride_batch : std::int64_t(p.q_len) * p.num_heads;
-  return s;
-}
-
 // Sparse MLA: indices instead of a block table and lengths (issue 31).
 void validate_sparse(const MlaDecodeParams& p) {
   using ops::Dim;
@@ -165,15 +154,7 @@ void validate(const MlaDecodeParams& p) {
                                         Dim{p.page_size, s.kv_t, "kv_stride_token"}},
                      kQkDim, dtype_bytes(p.kv), "the 576 values of a row");
   if (sparse) validate_sparse(p);
-  if (p.lse != nullptr) {
-    ops::require_ptr(kOp, p.lse, "lse", false);
-    const LseStrides l = resolved_lse_strides(p);
-    // float32 entries written one by one: any positive strides that keep rows apart.
-    ops::check_strides(kOp, "lse",
-                       std::array<Dim, 3>{Dim{p.batch, l.b, "lse_stride_batch"}, Dim{p.q_len, l.t, "lse_stride_token"},
-                                          Dim{p.num_heads, l.h, "lse_stride_head"}},
-                       1, 16, "one value");
-  }
+  ops::check_lse(kOp, p, p.num_heads);
 }
 
 KernelSpec mla_decode_spec(const MlaDecodeParams& p, const Arch& arch) {
@@ -276,13 +257,7 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
     args.topk = p.topk;
     args.num_slots = p.num_pages * p.page_size;
   }
-  if (p.lse != nullptr) {
-    const LseStrides l = resolved_lse_strides(p);
-    args.lse = p.lse;
-    args.lse_stride_batch = l.b;
-    args.lse_stride_token = l.t;
-    args.lse_stride_head = l.h;
-  }
+  ops::fill_lse_args(args, p, p.num_heads);
   args.attn_sink = p.attn_sink;
 
   LaunchConfig config = ops::launch_config(plan);

@@ -110,6 +110,46 @@ void check_row_strides(const char* op, const Params& p, const RowStrides& s, int
                 out.elems, out.elem_bytes, out.name);
 }
 
+/// Element strides of the optional log-sum-exp output lse [batch, q_len, heads] (float32),
+/// the caller's zeros resolved to the dense layout.
+struct LseStrides {
+  std::int64_t b, t, h;
+};
+
+template <class Params>
+LseStrides resolved_lse_strides(const Params& p, std::int64_t heads) {
+  LseStrides s{};
+  s.h = p.lse_stride_head != 0 ? p.lse_stride_head : 1;
+  s.t = p.lse_stride_token != 0 ? p.lse_stride_token : heads;
+  s.b = p.lse_stride_batch != 0 ? p.lse_stride_batch : p.q_len * heads;
+  return s;
+}
+
+/// lse, where given: float32 entries written one by one, so any positive strides that
+/// keep the rows apart.
+template <class Params>
+void check_lse(const char* op, const Params& p, int heads) {
+  if (p.lse == nullptr) return;
+  require_ptr(op, p.lse, "lse", false);
+  if (reinterpret_cast<std::uintptr_t>(p.lse) % alignof(float) != 0)
+    fail(op, "lse", fmt::format("({}) is not 4-byte aligned (float32 entries)", static_cast<const void*>(p.lse)));
+  const LseStrides l = resolved_lse_strides(p, heads);
+  check_strides(op, "lse",
+                std::array<Dim, 3>{Dim{p.batch, l.b, "lse_stride_batch"}, Dim{p.q_len, l.t, "lse_stride_token"},
+                                   Dim{heads, l.h, "lse_stride_head"}},
+                1, 16, "one value");
+}
+
+template <class Args, class Params>
+void fill_lse_args(Args& a, const Params& p, int heads) {
+  if (p.lse == nullptr) return;
+  const LseStrides l = resolved_lse_strides(p, heads);
+  a.lse = p.lse;
+  a.lse_stride_batch = l.b;
+  a.lse_stride_token = l.t;
+  a.lse_stride_head = l.h;
+}
+
 /// Bytes of a paged cache a launch can read: from its pointer to the end of the last
 /// row (`row` elements) of the last head of page num_pages - 1, by the resolved strides;
 /// 0 when num_pages is 0 (unknown). The tuner copies this much to time cold caches.

@@ -88,8 +88,9 @@ inline std::vector<DecodeCase> feature_cases() {
     out.push_back(c);
   }
   {
-    DecodeCase c = base;  // sinks, with and without splits
+    DecodeCase c = base;  // sinks and lse ([B, Hq, q_len]), with and without splits
     c.sinks = true;
+    c.lse_layout = 2;
     out.push_back(c);
     c.num_splits = 5;
     out.push_back(c);
@@ -121,6 +122,7 @@ inline std::vector<DecodeCase> feature_cases() {
     c.window = rng()() % 3 == 0 ? 64 + static_cast<int>(rng()() % 400) : 0;
     c.num_splits = rng()() % 2 ? 0 : 2 + static_cast<int>(rng()() % 4);
     c.sinks = rng()() % 4 == 0;
+    c.lse_layout = static_cast<int>(rng()() % 3);
     c.scale_ptrs = rng()() % 2 == 0;
     draw_scales(c);
     c.seq_lens = random_lens(1 + static_cast<int>(rng()() % 4), 2500, i % 2 == 0);

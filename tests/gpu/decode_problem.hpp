@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "gpu/op_checks.hpp"
 #include "gpu/paged_problem.hpp"
 #include "support/reference.hpp"
 #include "xqajit/ops/decode.hpp"
@@ -28,6 +29,7 @@ struct DecodeCase {
   int cta_rows = 0;          // hopper rows per CTA; 0 = the plan's choice
   float q_scale = 1.f, kv_scale = 1.f, rcp_out_scale = 1.f;
   int extra_pages = 0;       // columns of block_table beyond what the longest request needs
+  int lse_layout = 0;        // 0: no lse output, 1: [B, q_len, Hq], 2: [B, Hq, q_len] (op_checks.hpp)
   // auto unless XQAJIT_TEST_DECODE_BACKEND (auto|portable|hopper) forces one for every case.
   Backend backend = test_backend();
 
@@ -57,7 +59,7 @@ struct DecodeProblem : PagedBuffers {
   DecodeParams dev;   // the same on the device
   std::vector<std::uint8_t> k, v;
   std::vector<float> sinks;  // (PagedBuffers::scales: q, kv, rcp_out)
-  DeviceBuffer d_k, d_v, d_sinks;
+  DeviceBuffer d_k, d_v, d_sinks, d_lse;
 
   DecodeProblem(const DecodeCase& cs, std::mt19937& rng, const DeviceInfo& device) : c(cs) {
     const int B = static_cast<int>(c.seq_lens.size()), Hk = c.num_kv_heads, Hq = Hk * c.group;
@@ -123,7 +125,18 @@ struct DecodeProblem : PagedBuffers {
       dev.rcp_out_scale_ptr = d_scales.get<float>() + 2;
       dev.q_scale = dev.kv_scale = dev.rcp_out_scale = -7.f;  // must be ignored
     }
+    if (c.lse_layout) {
+      d_lse = DeviceBuffer(std::size_t(B) * Q * Hq * 4);
+      dev.lse = d_lse.get<float>();
+      lse_strides(c.lse_layout, Q, Hq, dev.lse_stride_batch, dev.lse_stride_token, dev.lse_stride_head);
+    }
     attach_workspace(dev, decode_workspace_size(dev, device));
+  }
+
+  /// The device lse as [B, q_len, Hq] (empty without an lse output).
+  std::vector<double> lse() const {
+    if (!c.lse_layout) return {};
+    return download_lse(d_lse, c.lse_layout, static_cast<int>(c.seq_lens.size()), c.q_len, c.group * c.num_kv_heads);
   }
 
   /// Device output as doubles in [B, q_len, Hq, D] order (padding dropped).

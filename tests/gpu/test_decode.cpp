@@ -36,11 +36,11 @@ std::string describe(const DecodeCase& c) {
   std::string lens;
   for (size_t i = 0; i < c.seq_lens.size() && i < 8; ++i) lens += std::to_string(c.seq_lens[i]) + ",";
   return fmt::format("backend={} in={} kv={} out={} D={} P={} group={} Hk={} q_len={} B={} lens=[{}...] {} window={} "
-                     "sinks={} scale_ptrs={} splits={} cta_rows={}",
+                     "sinks={} scale_ptrs={} splits={} cta_rows={} lse={}",
                      to_string(c.backend), to_string(c.input), to_string(c.kv), to_string(c.output), c.head_dim, c.page_size,
                      c.group, c.num_kv_heads, c.q_len, c.seq_lens.size(), lens,
                      c.layout == KvLayout::nhd ? "NHD" : "HND", c.window, c.sinks, c.scale_ptrs,
-                     c.num_splits, c.cta_rows);
+                     c.num_splits, c.cta_rows, c.lse_layout);
 }
 
 ErrorTable& stats() {
@@ -48,18 +48,32 @@ ErrorTable& stats() {
   return s;
 }
 
+double& worst_lse() {  // over every case with an lse output
+  static double w = 0;
+  return w;
+}
+
 // Poison, launch, compare. Returns the relative error.
 double run_and_check(DecodeProblem& pr, cudaStream_t stream, bool launch = true) {
   if (launch) {
     pr.d_out.fill(0xff);  // NaN in every output dtype
+    if (pr.c.lse_layout) pr.d_lse.fill(0xff);
     decode(engine(), pr.dev, stream);
     XQAJIT_CUDART_CHECK(cudaGetLastError());
   }
   XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream));
   const std::string key = fmt::format("{} {}/{}/{}", to_string(pr.dev.backend), to_string(pr.c.input),
                                       to_string(pr.c.kv), to_string(pr.c.output));
-  return check_against_reference(pr.output(), reference_decode(pr.host), pr.lens, tolerance(pr.c), describe(pr.c),
-                                 key, stats());
+  std::vector<double> lse_want;
+  const std::vector<double> want = reference_decode(pr.host, pr.c.lse_layout ? &lse_want : nullptr);
+  if (pr.c.lse_layout) {
+    double worst = 0;
+    const int bad = lse_mismatches(pr.lse(), lse_want, worst);
+    INFO(describe(pr.c) << " lse layout " << pr.c.lse_layout << ", worst |lse error| " << worst);
+    CHECK(bad == 0);
+    worst_lse() = std::max(worst_lse(), worst);
+  }
+  return check_against_reference(pr.output(), want, pr.lens, tolerance(pr.c), describe(pr.c), key, stats());
 }
 
 void prewarm(const std::vector<DecodeCase>& cases) {
@@ -81,6 +95,7 @@ TEST_CASE("decode matches the float64 reference across the family", "[gpu][decod
   prewarm(cases);
   for_each_problem<DecodeProblem>(cases, [](DecodeProblem& pr, cudaStream_t s) { run_and_check(pr, s); });
   stats().print("backend in/kv/out", "decode");
+  std::printf("decode lse: worst |error| %.2e over the cases with an lse output\n", worst_lse());
 }
 
 TEST_CASE("adjacent KV heads launched as 2-CTA clusters match the reference", "[gpu][decode]") {
@@ -103,6 +118,7 @@ TEST_CASE("adjacent KV heads launched as 2-CTA clusters match the reference", "[
     c.window = rng()() % 4 == 0 ? 1800 + static_cast<int>(rng()() % 1000) : 0;  // covers >= 4 tiles a split
     c.num_splits = 1;  // automatic would split B=1 into 2-tile splits; 2..16 splits take the split cluster
     c.sinks = rng()() % 3 == 0;
+    c.lse_layout = static_cast<int>(rng()() % 3);
     c.scale_ptrs = rng()() % 2 == 0;
     draw_scales(c);
     c.seq_lens = random_lens(1 + static_cast<int>(rng()() % 5), 4000, i % 2 == 0);
@@ -142,6 +158,7 @@ TEST_CASE("splits launched as one cluster merge in shared memory and match the r
     c.window = rng()() % 4 == 0 ? 300 + static_cast<int>(rng()() % 3000) : 0;
     c.num_splits = i % 3 == 0 ? 0 : 2 + static_cast<int>(rng()() % 7);  // automatic, or 2..8
     c.sinks = rng()() % 3 == 0;
+    c.lse_layout = static_cast<int>(rng()() % 3);
     c.scale_ptrs = rng()() % 2 == 0;
     draw_scales(c);
     c.seq_lens = random_lens(1 + static_cast<int>(rng()() % 3), 6000, i % 2 == 0);  // some splits empty
@@ -194,6 +211,7 @@ TEST_CASE("query rows split over several CTAs (cta_rows) match the reference", "
     c.window = rng()() % 4 == 0 ? 100 + static_cast<int>(rng()() % 2000) : 0;
     c.num_splits = rng()() % 2 ? 0 : 2 + static_cast<int>(rng()() % 10);  // automatic, or 2..11
     c.sinks = rng()() % 3 == 0;
+    c.lse_layout = static_cast<int>(rng()() % 3);
     c.scale_ptrs = rng()() % 2 == 0;
     draw_scales(c);
     // Asked for (8, 16 or 32 rows per CTA, below the kernel's own N: a row block), or 0: the
@@ -243,6 +261,7 @@ TEST_CASE("a captured CUDA graph replays with new lengths and device-side scales
   c.kv_scale = 0.3f;
   c.num_splits = 4;
   c.sinks = true;
+  c.lse_layout = 1;  // a replay writes lse for the new lengths too (the empty request: +inf)
   c.seq_lens = {1800, 0, 999, 64, 2048};
   DecodeProblem pr(c, rng(), device());
   CudaStream stream;

@@ -60,15 +60,6 @@ std::string describe(const SparseCase& c) {
                      c.num_pages, c.topk_length, c.padded, c.lse_layout, c.sinks, c.num_splits);
 }
 
-// LSE buffer strides for a layout, in floats (B, t, h).
-void lse_strides(int layout, int Q, int H, std::int64_t& sb, std::int64_t& st, std::int64_t& sh) {
-  if (layout == 2) {
-    sh = Q, st = 1, sb = std::int64_t(H) * Q;
-  } else {
-    sh = 1, st = H, sb = std::int64_t(Q) * H;
-  }
-}
-
 struct SparseProblem {
   static constexpr int kQk = 576, kV = 512;
   SparseCase c;
@@ -201,19 +192,6 @@ struct SparseProblem {
   }
 };
 
-// LSE as [B, q_len, H] from a device buffer of `layout`.
-std::vector<double> download_lse(const DeviceBuffer& buf, int layout, int B, int Q, int H) {
-  std::vector<float> raw(std::size_t(B) * Q * H);
-  buf.download(raw.data(), raw.size() * 4);
-  std::int64_t sb, st, sh;
-  lse_strides(layout, Q, H, sb, st, sh);
-  std::vector<double> out(raw.size());
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < Q; ++t)
-      for (int h = 0; h < H; ++h) out[(std::size_t(b) * Q + t) * H + h] = raw[b * sb + t * st + h * sh];
-  return out;
-}
-
 struct Tally {
   int cases = 0, failures = 0;
   double worst_out = 0, worst_lse = 0;
@@ -228,22 +206,14 @@ Tally& tally() {
 void check(const std::string& what, const std::vector<double>& got, const std::vector<double>& want,
            const std::vector<double>& lse_got, const std::vector<double>& lse_want) {
   const double err = relative_error(got, want);
-  int nan = 0, nonzero_empty = 0, lse_bad = 0;
+  int nan = 0, nonzero_empty = 0;
   double lse_worst = 0;
   constexpr int kV = 512;
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (std::isnan(got[i])) ++nan;
     if (std::isinf(lse_want[i / kV]) && got[i] != 0.0) ++nonzero_empty;
   }
-  for (std::size_t r = 0; r < lse_got.size(); ++r) {
-    if (std::isinf(lse_want[r])) {
-      if (!(std::isinf(lse_got[r]) && lse_got[r] > 0)) ++lse_bad;
-      continue;
-    }
-    const double d = std::fabs(lse_got[r] - lse_want[r]);
-    lse_worst = std::max(lse_worst, d);
-    if (!(d <= 5e-3 + 1e-3 * std::fabs(lse_want[r]))) ++lse_bad;
-  }
+  const int lse_bad = lse_mismatches(lse_got, lse_want, lse_worst);
   INFO(what << " rel_err=" << err << " lse_worst=" << lse_worst);
   CHECK(nan == 0);
   CHECK(nonzero_empty == 0);

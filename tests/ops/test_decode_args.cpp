@@ -64,6 +64,18 @@ TEST_CASE("invalid decode params are rejected naming the field", "[decode]") {
   expect_rejected([](DecodeParams& p) { p.k_stride_token = 64; }, "k_stride_token");
   expect_rejected([](DecodeParams& p) { p.v_stride_page = 1024; }, "v_stride_page");     // pages overlap
   expect_rejected([](DecodeParams& p) { p.k_stride_head = -128; }, "k_stride_head");
+  expect_rejected([](DecodeParams& p) { p.lse = fake<float>(0x90002); }, "lse");  // not 4-byte aligned
+  expect_rejected([](DecodeParams& p) { p.lse = fake<float>(0x90000); p.lse_stride_batch = 16; }, "lse_stride_batch");
+}
+
+TEST_CASE("decode's lse output takes any strides that keep its entries apart", "[decode]") {
+  DecodeParams p = valid_params();
+  p.lse = fake<float>(0x90004);
+  CHECK_NOTHROW(validate(p));  // dense [batch, q_len, num_q_heads]
+  p.lse_stride_head = p.q_len;  // [batch, num_q_heads, q_len] (FlashMLA's softmax_lse layout)
+  p.lse_stride_token = 1;
+  p.lse_stride_batch = std::int64_t(p.q_len) * p.num_q_heads;
+  CHECK_NOTHROW(validate(p));
 }
 
 TEST_CASE("decode() validates before touching the driver", "[decode]") {

@@ -108,7 +108,7 @@ void store_element(DType dtype, void* base, std::int64_t i, double v) {
   }
 }
 
-std::vector<double> reference_decode(const DecodeParams& p) {
+std::vector<double> reference_decode(const DecodeParams& p, std::vector<double>* lse) {
   const int B = p.batch, Q = p.q_len, Hq = p.num_q_heads, Hk = p.num_kv_heads, D = p.head_dim;
   const int P = p.page_size, group = Hq / Hk;
   auto pick = [](std::int64_t v, std::int64_t d) { return v != 0 ? v : d; };
@@ -130,6 +130,7 @@ std::vector<double> reference_decode(const DecodeParams& p) {
   const int mask_words = (Q + 31) / 32;
 
   std::vector<double> out(std::size_t(B) * Q * Hq * D, 0.0);
+  if (lse) lse->assign(std::size_t(B) * Q * Hq, INFINITY);
   auto work = [&](int b, int h) {
     int L = p.seq_lens[b];
     L = std::clamp(L, 0, p.max_pages_per_seq * P);
@@ -168,6 +169,7 @@ std::vector<double> reference_decode(const DecodeParams& p) {
         if (m == -INFINITY) continue;  // no visible key: zeros
         auto value = [&](int j, int d) { return load_element(p.kv, p.v_cache, v_index(j, d)); };
         double denom = softmax_weighted_sum(L, scores, m, D, value, acc);
+        if (lse) (*lse)[(std::size_t(b) * Q + t) * Hq + hq] = m + std::log(denom);  // the sink not included
         if (p.sinks) denom += std::exp(double(p.sinks[hq]) - m);
         for (int d = 0; d < D; ++d) o[d] = acc[d] / denom * out_scale;
       }

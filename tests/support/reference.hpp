@@ -24,8 +24,10 @@ void store_element(DType dtype, void* base, std::int64_t index, double value);
 
 /// out[b, t, hq, d] as a dense [batch, q_len, num_q_heads, head_dim] array.
 /// Implements DESIGN.md's semantics: scales, spec-dec mask, sliding window,
-/// sinks; a request with no visible key gives zeros. Multithreaded.
-std::vector<double> reference_decode(const DecodeParams& host_params);
+/// sinks; a request with no visible key gives zeros. `lse` (when given) gets each row's
+/// ln sum exp(scaled logit) as [batch, q_len, num_q_heads], +inf for a row that sees no
+/// key, the sink not included. Multithreaded.
+std::vector<double> reference_decode(const DecodeParams& host_params, std::vector<double>* lse = nullptr);
 
 /// ||a - b|| / ||b|| over all elements (0 when both are all zeros; +inf when
 /// `a` has a NaN or b is zero and a is not).

@@ -73,6 +73,13 @@ struct DecodeParams : LaunchKnobs {
   const float* sinks = nullptr;  ///< [num_q_heads] fp32 attention sinks, or null
   const std::uint32_t* spec_mask = nullptr;  ///< [batch, q_len, ceil(q_len/32)] packed bits (LSB first)
 
+  // --- optional output ---
+  /// [batch, q_len, num_q_heads] float32: ln of the sum of exp(scaled logits) over each
+  /// row's visible keys (the sink not included), +inf for a row with none -- what an
+  /// engine needs to merge this attention with another piece's (prefix/suffix, sparse/dense).
+  float* lse = nullptr;
+  std::int64_t lse_stride_batch = 0, lse_stride_token = 0, lse_stride_head = 0;  ///< 0 = contiguous
+
   // --- split-KV (backend, kv_tile, num_splits, workspace, PDL: LaunchKnobs) ---
   /// Query rows per CTA of the hopper kernel (8, 16, 32, 64; KernelSpec::cta_rows); 0 =
   /// the plan's choice (planned_cta_rows). Non-zero needs backend hopper or auto on sm_90a.

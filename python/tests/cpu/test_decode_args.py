@@ -146,3 +146,14 @@ def test_meta_tensors_are_checked_too():
     gqa.decode_args(q, k, v, bt, sl, torch.empty_like(q), ptr=gqa._no_ptr)
     with pytest.raises(xqajit.ArgumentError, match="block_table must be int32"):
         gqa.decode_args(q, k, v, bt.long(), sl, torch.empty_like(q), ptr=gqa._no_ptr)
+
+
+def test_lse_output_is_checked(inputs):
+    q, k, v, bt, sl = inputs  # q [B, Hq, D]: lse [B, Hq] or [B, 1, Hq]
+    B, H = q.shape[:2]
+    xqajit.validate_decode(q, k, v, bt, sl, lse=torch.empty(B, H))
+    xqajit.validate_decode(q, k, v, bt, sl, lse=torch.empty(B, 1, H))
+    xqajit.validate_decode(q, k, v, bt, sl, lse=torch.empty(H, B).t())  # any strides
+    refused(r"lse must be float32 \[batch=2, q_len=1, num_q_heads=8\]", q, k, v, bt, sl,
+            lse=torch.empty(B, H, dtype=torch.float16))
+    refused(r"lse must be float32 \[batch=2, q_len=1, num_q_heads=8\]", q, k, v, bt, sl, lse=torch.empty(B, H + 1))

@@ -40,7 +40,7 @@ def test_package_version_is_the_librarys():
 def test_decode_args_struct_matches_the_library():
     from xqajit.ops._abi import DECODE_ARGS
 
-    assert DECODE_ARGS.size == 312  # sizeof(XqajitDecodeArgs) on x86_64
+    assert DECODE_ARGS.size == 344  # sizeof(XqajitDecodeArgs) on x86_64
     buf, addr = DECODE_ARGS.buffer()
     values = [0] * len(DECODE_ARGS.names)
     values[0] = DECODE_ARGS.size + 8

@@ -21,8 +21,10 @@ def to_f64(t: torch.Tensor) -> torch.Tensor:
 
 
 def reference_decode(q, k, v, block_table, seq_lens, *, q_scale=1.0, kv_scale=1.0, rcp_out_scale=1.0,
-                     sliding_window=0, sinks=None, spec_mask=None, fp8_kv=False, fp8_out=False):
-    """q: [B, Q, Hq, D]; k, v: [pages, page_size, Hkv, D] (any strides). Returns float64 [B, Q, Hq, D]."""
+                     sliding_window=0, sinks=None, spec_mask=None, fp8_kv=False, fp8_out=False, return_lse=False):
+    """q: [B, Q, Hq, D]; k, v: [pages, page_size, Hkv, D] (any strides). Returns float64 [B, Q, Hq, D]
+    (and with return_lse, float64 [B, Q, Hq]: ln of the sum of exp of each row's scaled logits,
+    +inf for a row that sees no key, the sink not included)."""
     B, Q, Hq, D = q.shape
     Hkv = k.shape[2]
     group = Hq // Hkv
@@ -30,6 +32,7 @@ def reference_decode(q, k, v, block_table, seq_lens, *, q_scale=1.0, kv_scale=1.
     qk_scale = q_scale * kv_s / math.sqrt(D)
     out_scale = kv_s * (rcp_out_scale if fp8_out else 1.0)
     out = torch.zeros(B, Q, Hq, D, dtype=torch.float64, device=q.device)
+    lse = torch.full((B, Q, Hq), float("inf"), dtype=torch.float64, device=q.device)
     lens = seq_lens.tolist()
     for b in range(B):
         L = max(0, min(lens[b], block_table.shape[1] * k.shape[1]))
@@ -55,8 +58,9 @@ def reference_decode(q, k, v, block_table, seq_lens, *, q_scale=1.0, kv_scale=1.
         m = torch.where(any_visible, m, torch.zeros_like(m))
         w = torch.exp(scores - m)
         denom = w.sum(-1, keepdim=True)
+        lse[b] = torch.where(any_visible, m + torch.log(denom), torch.full_like(m, float("inf")))[..., 0].T
         if sinks is not None:
             denom = denom + torch.exp(sinks.to(torch.float64)[:, None, None] - m)
         o = torch.einsum("htl,lhd->thd", w / denom, vb) * out_scale
         out[b] = torch.where(any_visible.permute(1, 0, 2), o, torch.zeros_like(o))
-    return out
+    return (out, lse) if return_lse else out

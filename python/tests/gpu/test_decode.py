@@ -116,3 +116,31 @@ def test_prewarm_then_spec_from_tensors():
     results = xqajit.prewarm([spec])
     assert [r.name for r in results] == list(spec.kernels)
     assert all(r.ok for r in results), [r.error for r in results]
+
+
+@pytest.mark.parametrize("name", ["bf16-nhd-g8", "bf16-window-sinks", "bf16-spec-q3", "bf16-zero-length",
+                                  "bf16-long-splits", "bf16-fp8kv-scale-tensor", "bf16-mha-3d-q"])
+def test_lse_against_float64_reference(name):
+    """return_lse: the log-sum-exp of each row's scaled logits (+inf for a row with no key),
+    in the default [B, q_len, Hq] layout and written through a [B, Hq, q_len] view."""
+    case = CASES[name]
+    p = make_problem(case, 3)
+    kw = decode_kwargs(case, p)
+    q = p["q"][:, 0] if case.q3d else p["q"]
+    fp8_kv = case.kv_dtype in (FP8, torch.uint8)
+    ref, ref_lse = reference_decode(p["q"], p["k"], p["v"], p["block_table"], p["seq_lens"], kv_scale=case.kv_scale,
+                                    sliding_window=case.window, sinks=p["sinks"], spec_mask=p["spec_mask"],
+                                    fp8_kv=fp8_kv, return_lse=True)
+    out, lse = xqajit.decode(q, **kw, return_lse=True)
+    assert lse.dtype == torch.float32 and lse.shape == q.shape[:-1]
+    got_lse = lse.unsqueeze(1) if case.q3d else lse
+    torch.testing.assert_close(got_lse.to(torch.float64), ref_lse, atol=5e-3, rtol=1e-3)
+    got = out.unsqueeze(1) if case.q3d else out
+    torch.testing.assert_close(got.to(torch.float64), ref, atol=2e-2, rtol=2e-2)
+    if not case.q3d:  # FlashMLA's softmax_lse layout, [B, Hq, q_len], as a view
+        B, Q, H = ref_lse.shape
+        flash = torch.full((B, H, Q), float("nan"), device=q.device)
+        out2, same = xqajit.decode(q, **kw, lse=flash.transpose(1, 2))
+        assert same.data_ptr() == flash.data_ptr()
+        torch.testing.assert_close(flash.transpose(1, 2).to(torch.float64), ref_lse, atol=5e-3, rtol=1e-3)
+

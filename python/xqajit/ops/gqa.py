@@ -13,7 +13,8 @@ from typing import Optional
 import torch
 
 from .. import _library
-from .._tensors import (BF16, DTYPE_CODE, DTYPE_NAME, FP8, FP16, current_stream, dtype_code, fail, optional_ptr,
+from .._tensors import (BF16, DTYPE_CODE, DTYPE_NAME, FP8, FP16, current_stream, dtype_code, fail, lse_arg, new_lse,
+                        optional_ptr,
                         paged_table, require_cuda, require_tensor, same_device, scale_arg, strides_for)
 from . import _fast
 from ._abi import DECODE_ARGS
@@ -34,12 +35,17 @@ _SPEC_MASK_DTYPES = (torch.int32, torch.uint32) if hasattr(torch, "uint32") else
 _LAYOUTS = {"NHD": (1, 2), "HND": (2, 1)}  # dims of (token, head) in a 4-D K/V cache
 
 
+# The struct's tail (lse, its three strides) of a call without lse.
+NO_LSE = (0, 0, 0, 0)
+
+
 def decode_args(q, k_cache, v_cache, block_table, seq_lens, out, *, q_scale=1.0, kv_scale=1.0,
                 rcp_out_scale=1.0, sliding_window=0, sinks=None, spec_mask=None, kv_layout="NHD",
-                num_splits=0, ptr=_data_ptr):
+                num_splits=0, lse=None, ptr=_data_ptr):
     """Checks every argument and returns the fields of XqajitDecodeArgs as
-    (pointers, shapes and strides, scales, q's device index). `v_cache` None: `k_cache` is the combined
-    [num_pages, 2, ...] cache. Raises ArgumentError naming the argument."""
+    (pointers, shapes and strides, scales and the lse tail, q's device index). `v_cache`
+    None: `k_cache` is the combined [num_pages, 2, ...] cache. Raises ArgumentError
+    naming the argument."""
     require_tensor(_OP, "q", q)
     qs, qst = q.shape, q.stride()
     if len(qs) == 4:
@@ -125,7 +131,8 @@ def decode_args(q, k_cache, v_cache, block_table, seq_lens, out, *, q_scale=1.0,
            bts[0] if batch > 1 else max_pages,
            input_code, kv_code, output_code, batch, q_len, hq, hkv, d, page_size, num_pages, max_pages,
            int(sliding_window), int(num_splits), 0, 1)
-    return ptrs, mid, (q_scale, kv_scale, rcp_out_scale), device
+    lse_ptr, ls = lse_arg(_OP, lse, batch, q_len, hq, "num_q_heads", device, ptr)
+    return ptrs, mid, (q_scale, kv_scale, rcp_out_scale, lse_ptr, *ls), device
 
 
 def DTYPE_CODE_OF(dtype: torch.dtype) -> int:  # noqa: N802
@@ -162,7 +169,8 @@ def decode(q: torch.Tensor, k_cache: Optional[torch.Tensor] = None, v_cache: Opt
            kv_cache: Optional[torch.Tensor] = None, out: Optional[torch.Tensor] = None, kv_scale=1.0, q_scale=1.0,
            out_scale=None, sliding_window: int = 0, sinks: Optional[torch.Tensor] = None,
            spec_mask: Optional[torch.Tensor] = None, workspace: Optional[torch.Tensor] = None,
-           kv_layout: str = "NHD", num_splits: int = 0, engine=None) -> torch.Tensor:
+           kv_layout: str = "NHD", num_splits: int = 0, engine=None, return_lse: bool = False,
+           lse: Optional[torch.Tensor] = None):
     """Decode attention of `q` over a paged KV cache, on the current torch stream.
 
     q: [batch, q_len, Hq, D] or [batch, Hq, D], fp16/bf16. Caches: `k_cache`/`v_cache`
@@ -174,10 +182,18 @@ def decode(q: torch.Tensor, k_cache: Optional[torch.Tensor] = None, v_cache: Opt
     at launch: graph-replay safe). out_scale: fp8 output, out = attention / out_scale.
     spec_mask: int32/uint32 [batch, q_len, ceil(q_len/32)], needed when q_len > 1.
     Returns `out` (allocated when None). Raises ArgumentError naming a bad argument.
+    return_lse: also return the log-sum-exp, float32 [batch, q_len, Hq] ([batch, Hq]
+    for a 3-D q): the natural log of the sum of exp of each row's scaled logits (the
+    sink not included; +inf for a row that saw no key), to merge this attention with
+    another piece's; as `(out, lse)`. `lse` may be given (any strides). These run the
+    checked eager path (not yet under torch.compile; CUDA graph capture works).
     """
     if out is None:
         out = torch.empty(q.shape, dtype=_output_dtype(q, out_scale), device=q.device)
     handle = 0 if engine is None else engine.handle
+    if return_lse or lse is not None:
+        return _run_with_lse(q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale, out_scale,
+                             sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle, lse)
     compiling = _is_compiling()
     if _fast_call is not None and not compiling:
         # The C fast path (ops/_fast.py): arguments whose metadata was checked before.
@@ -207,6 +223,30 @@ def decode(q: torch.Tensor, k_cache: Optional[torch.Tensor] = None, v_cache: Opt
     return out
 
 
+def _run_with_lse(q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale, out_scale,
+                  sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle, lse):
+    """decode() with the lse output: every argument checked on every call."""
+    if _is_compiling():
+        fail(_OP, "lse", "is not supported under torch.compile yet: call xqajit.decode eagerly "
+                         "(CUDA graph capture works)")
+    if kv_cache is not None:
+        if k_cache is not None or v_cache is not None:
+            fail(_OP, "kv_cache", "was given with k_cache/v_cache: pass either the combined cache or both halves")
+        k_cache = kv_cache
+    elif k_cache is None or v_cache is None:
+        fail(_OP, "k_cache" if k_cache is None else "v_cache", "is missing: pass k_cache and v_cache, or kv_cache=")
+    if lse is None:
+        require_tensor(_OP, "q", q)
+        lse = new_lse(q)
+    rcp = 1.0 if out_scale is None else _rcp(out_scale)
+    ptrs, mid, scales, device = decode_args(q, k_cache, v_cache, block_table, seq_lens, out, q_scale=q_scale,
+                                            kv_scale=kv_scale, rcp_out_scale=rcp, sliding_window=sliding_window,
+                                            sinks=sinks, spec_mask=spec_mask, kv_layout=kv_layout,
+                                            num_splits=num_splits, lse=lse)
+    launch(ptrs, mid, scales, device, workspace, handle)
+    return out, lse
+
+
 def _register_fast(args, mid, device, v_offset) -> None:
     """Registers a checked decode() call with the C fast path (args in decode()'s order)."""
     q_scale, kv_scale, out_scale, workspace = args[7], args[8], args[9], args[13]
@@ -228,7 +268,7 @@ def _register_fast(args, mid, device, v_offset) -> None:
         patches.append((_fast.RCP_F32, 9, off("rcp_out_scale"), 0))
     _fast.workspace_patch(patches, 13, workspace, off("workspace"))
     buf = bytearray(_SIZE)
-    _PACK(buf, 0, _SIZE, args[16], 0, *(0,) * 11, 0, 0, 0, *mid, 1.0, 1.0, 1.0)
+    _PACK(buf, 0, _SIZE, args[16], 0, *(0,) * 11, 0, 0, 0, *mid, 1.0, 1.0, 1.0, *NO_LSE)
     _fast.register(_fast.OP_DECODE, bytes(buf), patches, device, args)
 
 
@@ -270,10 +310,10 @@ def _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out
     ptrs = (q.data_ptr(), out.data_ptr(), k_ptr, k_ptr + v_offset if v_cache is None else v_cache.data_ptr(),
             block_table.data_ptr(), seq_lens.data_ptr(), 0 if sinks is None else sinks.data_ptr(),
             0 if spec_mask is None else spec_mask.data_ptr(), q_sp, kv_sp, rcp_sp)
-    if workspace is None and device >= 0 and _LAUNCHER.launch_default(ptrs, mid, (q_s, kv_s, rcp_s), device, handle,
-                                                                      current_stream(device)):
+    if workspace is None and device >= 0 and _LAUNCHER.launch_default(ptrs, mid, (q_s, kv_s, rcp_s, *NO_LSE), device,
+                                                                      handle, current_stream(device)):
         return hit
-    launch(ptrs, mid, (q_s, kv_s, rcp_s), device, workspace, handle)
+    launch(ptrs, mid, (q_s, kv_s, rcp_s, *NO_LSE), device, workspace, handle)
     return hit
 
 

@@ -16,8 +16,8 @@ from typing import Optional
 import torch
 
 from .. import _library
-from .._tensors import (BF16, DTYPE_NAME, FP8, current_stream, dtype_code, fail, optional_ptr, paged_table,
-                        require_cuda, require_tensor, same_device, scale_arg, strides_for)
+from .._tensors import (BF16, DTYPE_NAME, FP8, current_stream, dtype_code, fail, lse_arg, new_lse, optional_ptr,
+                        paged_table, require_cuda, require_tensor, same_device, scale_arg, strides_for)
 from . import _fast
 from ._abi import MLA_DECODE_ARGS
 from ._fast import OP_MLA
@@ -80,16 +80,7 @@ def _sparse_tail(indices, topk_length, lse, attn_sink, batch, q_len, heads, devi
         len_ptr = optional_ptr(_OP, "topk_length", topk_length, device, (torch.int32,), batch, ptr)
     elif topk_length is not None:
         fail(_OP, "topk_length", "is given without indices (it limits sparse index lists)")
-    lse_ptr, ls = 0, (0, 0, 0)
-    if lse is not None:
-        require_tensor(_OP, "lse", lse)
-        if lse.dtype != torch.float32 or tuple(lse.shape) != (batch, q_len, heads):
-            fail(_OP, "lse", f"must be float32 [batch={batch}, q_len={q_len}, num_heads={heads}] (any strides), "
-                             f"got {lse.dtype} {tuple(lse.shape)}")
-        same_device(_OP, "lse", lse, device)
-        span = max(1, max((n * s for n, s in zip(lse.shape, lse.stride()) if n > 1), default=1))
-        ls = tuple(s if n > 1 else span for n, s in zip(lse.shape, lse.stride()))
-        lse_ptr = ptr(lse)
+    lse_ptr, ls = lse_arg(_OP, lse, batch, q_len, heads, "num_heads", device, ptr)
     sink_ptr = optional_ptr(_OP, "attn_sink", attn_sink, device, (torch.float32,), heads, ptr)
     return (topk, ix_ptr, len_ptr, lse_ptr, sink_ptr, ix_b, ix_t, *ls)
 
@@ -255,15 +246,11 @@ def _run_extended(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv
              "is not supported under torch.compile yet: call xqajit.mla_decode eagerly (CUDA graph capture works)")
     if lse is None and return_lse:
         require_tensor(_OP, "q", q)
-        shape = (q.shape[0], q.shape[1], q.shape[2]) if q.dim() == 4 else (q.shape[0], q.shape[1])
-        lse = torch.empty(shape, dtype=torch.float32, device=q.device)
-    lse_view = lse
-    if lse is not None and q.dim() == 3 and lse.dim() == 2:
-        lse_view = lse.unsqueeze(1)
+        lse = new_lse(q)
     ptrs, mid, scales, device = mla_decode_args(q, kv_cache, block_table, seq_lens, out, sm_scale=sm_scale,
                                                 q_scale=q_scale, kv_scale=kv_scale, spec_mask=spec_mask,
                                                 backend=backend, num_splits=num_splits, indices=indices,
-                                                topk_length=topk_length, lse=lse_view, attn_sink=attn_sink)
+                                                topk_length=topk_length, lse=lse, attn_sink=attn_sink)
     launch(ptrs, mid, scales, device, workspace, handle)
     return (out, lse) if return_lse or lse is not None else out
 
