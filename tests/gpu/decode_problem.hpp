@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "gpu/op_checks.hpp"
+#include "gpu/lse_checks.hpp"
 #include "gpu/paged_problem.hpp"
 #include "support/reference.hpp"
 #include "xqajit/ops/decode.hpp"

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gpu/gpu_session.hpp"
+#include "gpu/lse_checks.hpp"
 #include "support/gpu_buffers.hpp"
 #include "support/reference.hpp"
 #include "xqajit/error.hpp"
@@ -31,45 +32,6 @@ void for_each_problem(const std::vector<Case>& cases, Check&& check) {
     Problem pr(c, rng(), device());
     check(pr, stream.get());
   }
-}
-
-/// Strides (floats) of an lse buffer in `layout`: 1 = [B, q_len, H], 2 = [B, H, q_len]
-/// (FlashMLA's softmax_lse); every op with an lse output is checked in both.
-inline void lse_strides(int layout, int Q, int H, std::int64_t& sb, std::int64_t& st, std::int64_t& sh) {
-  if (layout == 2) {
-    sh = Q, st = 1, sb = std::int64_t(H) * Q;
-  } else {
-    sh = 1, st = H, sb = std::int64_t(Q) * H;
-  }
-}
-
-/// lse as [B, q_len, H] from a device buffer of `layout`.
-inline std::vector<double> download_lse(const DeviceBuffer& buf, int layout, int B, int Q, int H) {
-  std::vector<float> raw(std::size_t(B) * Q * H);
-  buf.download(raw.data(), raw.size() * 4);
-  std::int64_t sb, st, sh;
-  lse_strides(layout, Q, H, sb, st, sh);
-  std::vector<double> out(raw.size());
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < Q; ++t)
-      for (int h = 0; h < H; ++h) out[(std::size_t(b) * Q + t) * H + h] = raw[b * sb + t * st + h * sh];
-  return out;
-}
-
-/// Rows whose lse misses the reference: a row with no visible key must be +inf; the
-/// others within 5e-3 + 1e-3 |lse|. `worst` gets the largest |difference| of the finite ones.
-inline int lse_mismatches(const std::vector<double>& got, const std::vector<double>& want, double& worst) {
-  int bad = 0;
-  for (std::size_t r = 0; r < got.size() && r < want.size(); ++r) {
-    if (std::isinf(want[r])) {
-      if (!(std::isinf(got[r]) && got[r] > 0)) ++bad;
-      continue;
-    }
-    const double d = std::fabs(got[r] - want[r]);
-    worst = std::max(worst, d);
-    if (!(d <= 5e-3 + 1e-3 * std::fabs(want[r]))) ++bad;
-  }
-  return bad;
 }
 
 /// Compiles (or loads) every spec before the first launch; fails the test on any error.
