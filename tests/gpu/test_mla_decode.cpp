@@ -32,7 +32,8 @@ std::vector<Backend> backends() {
 }
 
 // bf16 operands (P rounded to bf16 too): ~3e-3 typical; fp8 Q and cache are
-// exact in bf16, so the same bound holds.
+// exact in bf16, so the same bound holds (an fp8ds value is rounded to bf16 in the
+// reference too, as FlashMLA's dequantisation does).
 constexpr double kTolerance = 0.02;
 
 std::string describe(const MlaCase& c) {
@@ -85,10 +86,15 @@ MlaCase random_case(Backend backend, int i) {
   MlaCase c;
   c.backend = backend;
   const bool fp8 = device().cc_major * 10 + device().cc_minor >= 89;
-  switch (fp8 ? i % 3 : 0) {
+  switch (fp8 ? i % 4 : 0) {
     case 0: c.input = c.kv = DType::bf16; break;
     case 1: c.input = DType::bf16; c.kv = DType::fp8; break;
-    default: c.input = c.kv = DType::fp8; break;
+    case 2: c.input = c.kv = DType::fp8; break;
+    default:  // DeepSeek-V3.2's fp8-with-scales cache: the portable kernel (auto resolves to it)
+      c.input = DType::bf16;
+      c.kv = DType::fp8ds;
+      if (c.backend == Backend::hopper) c.backend = Backend::automatic;
+      break;
   }
   // Serving shapes (H 16/128, page 64, q_len 1/2) most of the time, the rest of the grid often.
   const bool serving = rng()() % 3 != 0;
@@ -105,6 +111,7 @@ MlaCase random_case(Backend backend, int i) {
   c.num_splits = pick({0, 0, 0, 1, 2, 7, 16});
   if (c.input == DType::fp8) c.q_scale = 0.05f + static_cast<float>(rng()() % 40) / 100.f;
   if (c.kv == DType::fp8) c.kv_scale = 0.05f + static_cast<float>(rng()() % 40) / 100.f;
+  if (c.kv == DType::fp8ds && rng()() % 2) c.kv_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;  // extra
   c.sm_scale = 0.0721687836f * (0.5f + static_cast<float>(rng()() % 100) / 100.f);
   return c;
 }
@@ -163,6 +170,25 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     empty.seq_lens = {0, 0, 0};
     empty.num_splits = 4;
     cases.push_back(empty);
+  }
+  const bool fp8 = device().cc_major * 10 + device().cc_minor >= 89;
+  if (fp8) {  // the fp8-with-scales cache (portable): a long split request, then the awkward layouts
+    MlaCase ds;
+    ds.kv = DType::fp8ds;
+    ds.heads = 128;
+    ds.seq_lens = {20001};
+    cases.push_back(ds);
+    ds.heads = 64;
+    ds.q_len = 2;
+    ds.explicit_mask = true;
+    ds.page_size = 32;
+    ds.shared_prefix_pages = 2;
+    ds.padded = true;
+    ds.scale_ptrs = true;
+    ds.kv_scale = 0.7f;
+    ds.seq_lens = {2000, 0, 3333, 17};
+    ds.num_splits = 2;
+    cases.push_back(ds);
   }
   prewarm(cases);
   for_each_problem<MlaProblem>(cases, run_and_check);
