@@ -39,7 +39,8 @@ constexpr int xqajit_mla_portable_k_parts(int rows_per_cta, int kv_tile) {
 
 // `row_bytes`: one cached row as it lands (xqajit_mla_row_bytes); any but a bf16 row is
 // converted into a bf16 tile.
-constexpr int xqajit_mla_portable_smem(int rows_per_cta, int kv_tile, int row_bytes, int stages, int k_parts) {
+constexpr int xqajit_mla_portable_smem(int rows_per_cta, int kv_tile, int row_bytes, int stages,
+                                       int k_parts) {
   const int buffers = stages >= 3 ? 2 : 1;  // overlapped schedule: S and the bf16 tile double-buffered
   return stages * kv_tile * row_bytes +
          (row_bytes != XQAJIT_MLA_QK_DIM * 2 ? buffers * kv_tile * XQAJIT_MLA_QK_DIM * 2 : 0) +
@@ -47,7 +48,8 @@ constexpr int xqajit_mla_portable_smem(int rows_per_cta, int kv_tile, int row_by
 }
 
 // Best (stages, k_parts) for one CTA limit; stages = 0 when nothing fits.
-constexpr XqajitMlaPortablePlan xqajit_mla_portable_fit(int r, int kv_tile, int row_bytes, int limit, int ctas) {
+constexpr XqajitMlaPortablePlan xqajit_mla_portable_fit(int r, int kv_tile, int row_bytes, int limit,
+                                                        int ctas) {
   XqajitMlaPortablePlan best{r, 1, 0, ctas, 0};
   int best_inflight = -1;
   for (int stages = 2; stages <= 8; ++stages) {
@@ -89,7 +91,8 @@ constexpr XqajitMlaPortablePlan xqajit_mla_portable_plan(int heads, int q_len, i
 constexpr XqajitMlaGeometry xqajit_mla_portable_geometry(int heads, int q_len, int kv_tile, int row_bytes,
                                                          int q_bytes, int arch, int sparse = 0) {
   (void)q_bytes;  // Q is staged as bf16 whatever its dtype
-  const XqajitMlaPortablePlan p = xqajit_mla_portable_plan(heads, sparse ? 1 : q_len, kv_tile, row_bytes, arch);
+  const XqajitMlaPortablePlan p =
+      xqajit_mla_portable_plan(heads, sparse ? 1 : q_len, kv_tile, row_bytes, arch);
   XqajitMlaGeometry g{};
   g.rows = heads * q_len;
   g.threads = kXqajitMlaPortableThreads;

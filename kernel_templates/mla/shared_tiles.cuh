@@ -1,7 +1,8 @@
 #pragma once
 // MLA staging both backends share: Q rows and fp8 cache tiles become bf16 in
-// shared memory (e4m3 is exact in bf16; an fp8ds value times its scale is rounded once). Each backend passes its own swizzle:
-// `offset(row, chunk)` is the byte offset of 16-byte bf16 chunk `chunk` of `row`.
+// shared memory (e4m3 is exact in bf16; an fp8ds value times its scale is rounded
+// once). Each backend passes its own swizzle: `offset(row, chunk)` is the byte
+// offset of 16-byte bf16 chunk `chunk` of `row`.
 
 #include "common/memory.cuh"
 #include "common/types.cuh"
@@ -64,7 +65,8 @@ __device__ __forceinline__ void convert_scaled_tile(const unsigned char* raw, un
   constexpr int kLatentChunks = kV / 16, kRopeChunks = (kQk - kV) * 2 / 16;
   constexpr int kItems = kLatentChunks + kRopeChunks;
   constexpr int kScaleOff = kV, kRopeOff = kV + kV / XQAJIT_MLA_FP8DS_GROUP * 4;
-  static_assert(kRopeOff + kRopeChunks * 16 == XQAJIT_MLA_FP8DS_ROW_BYTES, "the fp8ds row: latent, scales, rope");
+  static_assert(kRopeOff + kRopeChunks * 16 == XQAJIT_MLA_FP8DS_ROW_BYTES,
+                "the fp8ds row: latent, scales, rope");
 #pragma unroll 2
   for (int i = tid; i < kTile * kItems; i += kThreads) {
     const int tok = i / kItems, item = i % kItems;

@@ -82,7 +82,9 @@ void validate_gqa(const KernelSpec& s) {
   if (s.input != DType::fp16 && s.input != DType::bf16)
     throw SpecError("input", to_string(s.input), "fp16, bf16 (fp8 input is for kind=mla)");
   if (s.kv == DType::fp8ds)
-    throw SpecError("kv", "fp8ds", fmt::format("{} (the input type) or fp8 (fp8ds is a kind=mla cache)", to_string(s.input)));
+    throw SpecError(
+        "kv", "fp8ds",
+        fmt::format("{} (the input type) or fp8 (fp8ds is a kind=mla cache)", to_string(s.input)));
   if (s.kv != s.input && s.kv != DType::fp8)
     throw SpecError("kv", to_string(s.kv),
                     fmt::format("{} (the input type) or fp8", to_string(s.input)));
@@ -105,8 +107,9 @@ void validate_mla(const KernelSpec& s) {
   const bool bf16_q_cache = s.kv == DType::fp8 || s.kv == DType::fp8ds;  // what a bf16 Q may also read
   if (s.kv != s.input && !(s.input == DType::bf16 && bf16_q_cache))
     throw SpecError("kv", to_string(s.kv),
-                    s.input == DType::fp8 ? "fp8 (kind=mla with an fp8 Q needs an fp8 cache; fp8ds needs input=bf16)"
-                                          : "bf16, fp8, fp8ds (kind=mla with a bf16 Q)");
+                    s.input == DType::fp8
+                        ? "fp8 (kind=mla with an fp8 Q needs an fp8 cache; fp8ds needs input=bf16)"
+                        : "bf16, fp8, fp8ds (kind=mla with a bf16 Q)");
   if (s.output != DType::bf16)
     throw SpecError("output", to_string(s.output), "bf16 (kind=mla)");
   if (s.head_dim != kMlaHeadDim)
@@ -147,9 +150,10 @@ void validate_backend(const KernelSpec& s) {
                     "auto, portable (sparse=1: the hopper MLA kernel has no sparse path yet; auto picks portable)");
   // So does the fp8-with-scales cache (issue 31).
   if (s.kv == DType::fp8ds && s.backend == Backend::hopper)
-    throw SpecError("backend", "hopper",
-                    "auto, portable (kv=fp8ds: the hopper MLA kernel has no fp8-with-scales path yet; auto picks "
-                    "portable)");
+    throw SpecError(
+        "backend", "hopper",
+        "auto, portable (kv=fp8ds: the hopper MLA kernel has no fp8-with-scales path yet; auto picks "
+        "portable)");
   // The GQA hopper kernel's keys are wgmma M blocks of 64.
   if (s.kind == Kind::gqa && s.backend == Backend::hopper && s.kv_tile != 0 && s.kv_tile < 64)
     throw SpecError("kv_tile", std::to_string(s.kv_tile), "0 (default), 64, 128 (kind=gqa backend=hopper)");
@@ -246,7 +250,8 @@ void validate(const KernelSpec& s, const std::vector<int>& supported_archs) {
   if (!contains(kArchNumbers, s.arch.number()) || s.arch.minor > 9 ||
       (s.arch.accel && !contains(kAccelArchNumbers, s.arch.number())))
     throw SpecError("arch", s.arch.str(), allowed_archs());
-  const bool uses_fp8 = s.kv == DType::fp8 || s.kv == DType::fp8ds || s.input == DType::fp8 || s.output == DType::fp8;
+  const bool uses_fp8 =
+      s.kv == DType::fp8 || s.kv == DType::fp8ds || s.input == DType::fp8 || s.output == DType::fp8;
   if (uses_fp8 && s.arch.number() < kFirstFp8Arch)
     throw SpecError("arch", s.arch.str(), "sm_89 or newer when a dtype is fp8");
   validate_sparse(s);

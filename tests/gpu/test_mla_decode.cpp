@@ -111,7 +111,8 @@ MlaCase random_case(Backend backend, int i) {
   c.num_splits = pick({0, 0, 0, 1, 2, 7, 16});
   if (c.input == DType::fp8) c.q_scale = 0.05f + static_cast<float>(rng()() % 40) / 100.f;
   if (c.kv == DType::fp8) c.kv_scale = 0.05f + static_cast<float>(rng()() % 40) / 100.f;
-  if (c.kv == DType::fp8ds && rng()() % 2) c.kv_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;  // extra
+  if (c.kv == DType::fp8ds && rng()() % 2)
+    c.kv_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;  // extra
   c.sm_scale = 0.0721687836f * (0.5f + static_cast<float>(rng()() % 100) / 100.f);
   return c;
 }

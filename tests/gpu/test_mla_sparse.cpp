@@ -284,7 +284,10 @@ SparseCase random_case(int i) {
     case 0: c.input = c.kv = DType::bf16; break;
     case 1: c.input = DType::bf16; c.kv = DType::fp8; break;
     case 2: c.input = c.kv = DType::fp8; break;
-    default: c.input = DType::bf16; c.kv = DType::fp8ds; break;  // DeepSeek-V3.2's cache
+    default:  // DeepSeek-V3.2's cache
+      c.input = DType::bf16;
+      c.kv = DType::fp8ds;
+      break;
   }
   const bool serving = rng()() % 3 != 0;  // V3.2 shapes most of the time
   c.heads = serving ? pick({16, 64, 128}) : pick({16, 32, 64, 128});
@@ -302,7 +305,8 @@ SparseCase random_case(int i) {
   c.num_splits = pick({0, 0, 0, 1, 2, 7, 16});
   if (c.input == DType::fp8) c.q_scale = 0.05f + static_cast<float>(rng()() % 40) / 100.f;
   if (c.kv == DType::fp8) c.kv_scale = 0.05f + static_cast<float>(rng()() % 40) / 100.f;
-  if (c.kv == DType::fp8ds && rng()() % 2) c.kv_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;  // extra
+  if (c.kv == DType::fp8ds && rng()() % 2)
+    c.kv_scale = 0.5f + static_cast<float>(rng()() % 100) / 100.f;  // extra
   c.sm_scale = 0.0721687836f * (0.5f + static_cast<float>(rng()() % 100) / 100.f);
   return c;
 }

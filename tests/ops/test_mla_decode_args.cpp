@@ -276,7 +276,8 @@ TEST_CASE("sparse mla_decode plans: portable, a CTA's rows one token's heads, sp
   CHECK(mla_decode_spec(valid_params(), h100().best_arch()).backend == Backend::hopper);
 }
 
-TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, portable plans", "[mla][args][fp8ds]") {
+TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, portable plans",
+          "[mla][args][fp8ds]") {
   auto ds = [] {
     MlaDecodeParams p = valid_params();
     p.kv = DType::fp8ds;
@@ -292,8 +293,10 @@ TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, portable 
     CHECK_THROWS_WITH(validate(p), Catch::Contains("mla_decode: " + field) && Catch::Contains(says));
   };
   rejected([](auto& p) { p.input = DType::fp8; }, "kv", "fp8ds needs a bf16 Q");
-  rejected([](auto& p) { p.kv_stride_token = 664; }, "kv_stride_token", "16 bytes");  // rows must stay aligned
-  rejected([](auto& p) { p.kv_stride_token = 640; }, "kv_stride_token", "656 bytes of an fp8ds row");  // overlap
+  rejected([](auto& p) { p.kv_stride_token = 664; }, "kv_stride_token",
+           "16 bytes");  // rows must stay aligned
+  rejected([](auto& p) { p.kv_stride_token = 640; }, "kv_stride_token",
+           "656 bytes of an fp8ds row");  // overlap
   rejected([](auto& p) { p.kv_stride_page = 656 * 63; }, "kv_stride_page", "overlap");
   // FlashMLA's quantised cache: pages of page_size + 1 rows (its test pads them), rows of 656.
   MlaDecodeParams flash = ds();
@@ -318,7 +321,8 @@ TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, portable 
       }
   MlaDecodeParams hopper = ds();
   hopper.backend = Backend::hopper;
-  CHECK_THROWS_WITH(mla_decode_plan(hopper, h100()), Catch::Contains("backend=hopper") && Catch::Contains("fp8ds"));
+  CHECK_THROWS_WITH(mla_decode_plan(hopper, h100()),
+                    Catch::Contains("backend=hopper") && Catch::Contains("fp8ds"));
   // A raw row takes more shared memory than an fp8 one (656 vs 576 bytes a key).
   MlaDecodeParams fp8 = valid_params();
   fp8.kv = DType::fp8;

@@ -38,7 +38,8 @@ std::vector<double> reference_mla_decode(const MlaDecodeParams& p, std::vector<d
   const std::int64_t q_h = pick(p.q_stride_head, kQk), q_t = pick(p.q_stride_token, std::int64_t(H) * kQk),
                      q_b = pick(p.q_stride_batch, std::int64_t(Q) * H * kQk);
   const bool fp8ds = p.kv == DType::fp8ds;  // strides in bytes then
-  const std::int64_t kv_t = pick(p.kv_stride_token, fp8ds ? kFp8dsRow : kQk), kv_p = pick(p.kv_stride_page, P * kv_t);
+  const std::int64_t kv_t = pick(p.kv_stride_token, fp8ds ? kFp8dsRow : kQk),
+                     kv_p = pick(p.kv_stride_page, P * kv_t);
   const std::int64_t bt_stride = p.block_table_stride ? p.block_table_stride : p.max_pages_per_seq;
   const std::int64_t ix_t = pick(p.indices_stride_token, p.topk), ix_b = pick(p.indices_stride_batch, Q * ix_t);
   const double q_scale = p.q_scale_ptr ? *p.q_scale_ptr : p.q_scale;
@@ -53,7 +54,8 @@ std::vector<double> reference_mla_decode(const MlaDecodeParams& p, std::vector<d
   auto load_row = [&](std::int64_t row, int j) {
     const unsigned char* bytes = static_cast<const unsigned char*>(p.kv_cache) + row;
     for (int d = 0; d < kQk; ++d)
-      kv[std::size_t(j) * kQk + d] = fp8ds ? fp8ds_row_value(bytes, d) : load_element(p.kv, p.kv_cache, row + d);
+      kv[std::size_t(j) * kQk + d] =
+          fp8ds ? fp8ds_row_value(bytes, d) : load_element(p.kv, p.kv_cache, row + d);
   };
   // Runs rows (t, h) for t in [t0, t1) over the n keys in `kv`; visible(t, j) says which each sees.
   auto run = [&](int b, int t0, int t1, int n, const std::function<bool(int, int)>& visible) {

@@ -75,7 +75,7 @@ struct MlaDecodeParams : LaunchKnobs {
   // --- strides (elements; 0 = contiguous default); the last axis is contiguous ---
   std::int64_t q_stride_batch = 0, q_stride_token = 0, q_stride_head = 0;
   std::int64_t out_stride_batch = 0, out_stride_token = 0, out_stride_head = 0;
-  std::int64_t kv_stride_page = 0, kv_stride_token = 0;  ///< e.g. a view into a larger pool (fp8ds: bytes, x16)
+  std::int64_t kv_stride_page = 0, kv_stride_token = 0;  ///< e.g. a pool view (fp8ds: bytes, x16)
 
   // --- scales: logits = q.k * sm_scale * q_scale * kv_scale; out = softmax.V * kv_scale ---
   float sm_scale = 0.f;       ///< required (> 0): DeepSeek-V3 uses 1/sqrt(192), not 1/sqrt(576)
