@@ -108,7 +108,8 @@ def flash_mla_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, block_table: 
 
     q: [batch, s_q, h_q, 576] bf16; k_cache: [num_blocks, page_block_size, 1, 576] bf16, or
     with is_fp8_kvcache=True [num_blocks, page_block_size, 1, 656] float8_e4m3fn (or uint8)
-    fp8-with-scales rows (row strides multiples of 16 bytes); dense: block_table int32 [batch, max_blocks] and cache_seqlens int32 [batch]; sparse:
+    fp8-with-scales rows (row strides multiples of 16 bytes); dense: block_table int32
+    [batch, max_blocks] and cache_seqlens int32 [batch]; sparse:
     indices int32 [batch, s_q, topk] (block * page_block_size + offset, -1 skips) and
     optional topk_length int32 [batch]; attn_sink float32 [h_q]. Returns (out, lse):
     out bf16 [batch, s_q, h_q, 512], lse float32 [batch, h_q, s_q].
