@@ -64,6 +64,10 @@ def specs():
     for kv, h, q in itertools.product(["bf16", "fp8"], [16, 128], [1, 2]):
         out.append(["kind=mla", "sparse=1", "backend=portable", "arch=sm_90a", "input=bf16", f"kv={kv}",
                     f"group={h}", f"q_len={q}", "page_size=64"])
+    # The fp8-with-scales cache (kv=fp8ds, DeepSeek-V3.2), dense and sparse, portable only.
+    for sparse, h, q in itertools.product([0, 1], [16, 128], [1, 2]):
+        out.append(["kind=mla", f"sparse={sparse}", "backend=portable", "arch=sm_90a", "input=bf16", "kv=fp8ds",
+                    f"group={h}", f"q_len={q}", "page_size=64"])
     out.append(["kind=mla", "backend=portable", "arch=sm_120a", "input=bf16", "group=32", "page_size=32"])
     out.append(["kind=mla", "backend=portable", "arch=sm_80", "input=bf16", "group=64", "page_size=64"])
     return out

@@ -37,7 +37,9 @@ typedef enum XqajitStatus {
   XQAJIT_INTERNAL_ERROR = 11 /* a std::exception that is not an xqajit::Error */
 } XqajitStatus;
 
-typedef enum XqajitDType { XQAJIT_FP16 = 0, XQAJIT_BF16 = 1, XQAJIT_FP8 = 2 } XqajitDType;
+/* XQAJIT_FP8DS: an MLA cache of DeepSeek-V3.2's 656-byte "fp8 with scales" rows (512 e4m3,
+ * 4 float32 scales, 64 bf16 rope; strides in bytes). */
+typedef enum XqajitDType { XQAJIT_FP16 = 0, XQAJIT_BF16 = 1, XQAJIT_FP8 = 2, XQAJIT_FP8DS = 3 } XqajitDType;
 /* xqajit::Backend: which kernel family member runs (auto picks by the arch). */
 typedef enum XqajitBackend { XQAJIT_BACKEND_AUTO = 0, XQAJIT_BACKEND_PORTABLE = 1, XQAJIT_BACKEND_HOPPER = 2 } XqajitBackend;
 
@@ -144,7 +146,7 @@ typedef struct XqajitMlaDecodeArgs {
   int64_t out_stride_batch, out_stride_token, out_stride_head;
   int64_t kv_stride_page, kv_stride_token;
   int64_t block_table_stride;
-  int32_t input, kv; /* XqajitDType: bf16/bf16, fp8/fp8 or bf16/fp8 */
+  int32_t input, kv; /* XqajitDType: bf16/bf16, fp8/fp8, bf16/fp8 or bf16/fp8ds */
   int32_t batch, q_len, num_heads, page_size, num_pages, max_pages_per_seq;
   int32_t backend; /* XqajitBackend */
   int32_t num_splits, kv_tile, programmatic_dependent_launch;

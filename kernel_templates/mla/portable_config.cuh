@@ -21,9 +21,9 @@ constexpr int kArch = 90;
 
 // Sparse: a CTA's rows share one query token (its index list), see portable_geometry.h.
 constexpr XqajitMlaPortablePlan kPlan =
-    xqajit_mla_portable_plan(kHeads, MLA_SPARSE ? 1 : kQLen, kTile, kCacheBytes, kArch);
-constexpr XqajitMlaGeometry kGeo =
-    xqajit_mla_portable_geometry(kHeads, kQLen, kTile, kCacheBytes, kFp8Q ? 1 : 2, kArch, MLA_SPARSE ? 1 : 0);
+    xqajit_mla_portable_plan(kHeads, MLA_SPARSE ? 1 : kQLen, kTile, kRawRowBytes, kArch);
+constexpr XqajitMlaGeometry kGeo = xqajit_mla_portable_geometry(kHeads, kQLen, kTile, kRawRowBytes,
+                                                                kFp8Q ? 1 : 2, kArch, MLA_SPARSE ? 1 : 0);
 constexpr int kRows = kGeo.rows;
 constexpr int kR = kGeo.rows_per_cta;
 constexpr int kRowTiles = kR / 16;
@@ -69,6 +69,9 @@ static_assert(kWarps % kRowTiles == 0, "warps split evenly over the row tiles");
 static_assert(CACHE_ELEM_ENUM == 0 || CACHE_ELEM_ENUM == 2, "CACHE_ELEM_ENUM: 0 (bf16) or 2 (fp8)");
 static_assert(!kFp8Q || kFp8Cache, "an fp8 Q needs an fp8 cache");
 static_assert(!MLA_SPARSE || kHeads % kR == 0, "sparse: a CTA's rows are one query token's heads");
+static_assert(!MLA_FP8DS || (kFp8Cache && !kFp8Q),
+              "MLA_FP8DS: an fp8 cache (CACHE_ELEM_ENUM=2) under a bf16 Q");
+static_assert(kRawRowBytes % 16 == 0, "a cached row lands in whole 16-byte chunks");
 
 }  // namespace mla_portable
 }  // namespace xqajit

@@ -5,7 +5,7 @@
 // A CTA of 8 warps takes R = 16, 32 or 64 rows (1, 2 or 4 row tiles of the
 // mma's 16 rows) and streams KV tiles of `kv_tile` latent rows through a
 // cp.async pipeline of `stages` tiles. Shared memory:
-//   [stages x raw tile][bf16 tile(s), fp8 cache only][Q: R x 576 bf16]
+//   [stages x raw tile][bf16 tile(s), fp8 caches only][Q: R x 576 bf16]
 //   [S: buffers x k-parts x R x (tile + 8) fp32]
 // With 3+ stages the kernel overlaps (one barrier per tile): phase B of tile i
 // and phase A of tile i+1 run back to back in every warp, so S (and the
@@ -37,22 +37,26 @@ constexpr int xqajit_mla_portable_k_parts(int rows_per_cta, int kv_tile) {
   return 1;
 }
 
-constexpr int xqajit_mla_portable_smem(int rows_per_cta, int kv_tile, int cache_bytes, int stages, int k_parts) {
+// `row_bytes`: one cached row as it lands (xqajit_mla_row_bytes); any but a bf16 row is
+// converted into a bf16 tile.
+constexpr int xqajit_mla_portable_smem(int rows_per_cta, int kv_tile, int row_bytes, int stages,
+                                       int k_parts) {
   const int buffers = stages >= 3 ? 2 : 1;  // overlapped schedule: S and the bf16 tile double-buffered
-  return stages * kv_tile * XQAJIT_MLA_QK_DIM * cache_bytes +
-         (cache_bytes == 1 ? buffers * kv_tile * XQAJIT_MLA_QK_DIM * 2 : 0) + rows_per_cta * XQAJIT_MLA_QK_DIM * 2 +
-         buffers * k_parts * rows_per_cta * (kv_tile + 8) * 4;
+  return stages * kv_tile * row_bytes +
+         (row_bytes != XQAJIT_MLA_QK_DIM * 2 ? buffers * kv_tile * XQAJIT_MLA_QK_DIM * 2 : 0) +
+         rows_per_cta * XQAJIT_MLA_QK_DIM * 2 + buffers * k_parts * rows_per_cta * (kv_tile + 8) * 4;
 }
 
 // Best (stages, k_parts) for one CTA limit; stages = 0 when nothing fits.
-constexpr XqajitMlaPortablePlan xqajit_mla_portable_fit(int r, int kv_tile, int cache_bytes, int limit, int ctas) {
+constexpr XqajitMlaPortablePlan xqajit_mla_portable_fit(int r, int kv_tile, int row_bytes, int limit,
+                                                        int ctas) {
   XqajitMlaPortablePlan best{r, 1, 0, ctas, 0};
   int best_inflight = -1;
   for (int stages = 2; stages <= 8; ++stages) {
     int kp = xqajit_mla_portable_k_parts(r, kv_tile);
-    while (kp > 1 && xqajit_mla_portable_smem(r, kv_tile, cache_bytes, stages, kp) > limit)
+    while (kp > 1 && xqajit_mla_portable_smem(r, kv_tile, row_bytes, stages, kp) > limit)
       kp = kp == 9 ? 6 : kp == 6 ? 4 : kp == 4 ? 3 : kp == 3 ? 2 : 1;
-    const int smem = xqajit_mla_portable_smem(r, kv_tile, cache_bytes, stages, kp);
+    const int smem = xqajit_mla_portable_smem(r, kv_tile, row_bytes, stages, kp);
     if (smem > limit) continue;
     // Tiles in flight while one is computed (the overlapped schedule holds two resident).
     const int inflight = stages >= 3 ? stages - 2 : 1;
@@ -64,30 +68,31 @@ constexpr XqajitMlaPortablePlan xqajit_mla_portable_fit(int r, int kv_tile, int 
   return best;
 }
 
-constexpr XqajitMlaPortablePlan xqajit_mla_portable_plan(int heads, int q_len, int kv_tile, int cache_bytes,
+constexpr XqajitMlaPortablePlan xqajit_mla_portable_plan(int heads, int q_len, int kv_tile, int row_bytes,
                                                          int arch) {
   const int rows = heads * q_len;
   const int budget = xqajit_mla_smem_budget(arch);
-  const int tile_bytes = kv_tile * XQAJIT_MLA_QK_DIM * cache_bytes;
+  const int tile_bytes = kv_tile * row_bytes;
   for (int r = rows <= 16 ? 16 : rows <= 32 ? 32 : 64; r >= 16; r /= 2) {
     // Two CTAs per SM when the host's planner counts two (budget / (smem + 1 KB) >= 2).
-    const XqajitMlaPortablePlan two = xqajit_mla_portable_fit(r, kv_tile, cache_bytes, budget / 2 - 1024, 2);
-    const XqajitMlaPortablePlan one = xqajit_mla_portable_fit(r, kv_tile, cache_bytes, budget, 1);
+    const XqajitMlaPortablePlan two = xqajit_mla_portable_fit(r, kv_tile, row_bytes, budget / 2 - 1024, 2);
+    const XqajitMlaPortablePlan one = xqajit_mla_portable_fit(r, kv_tile, row_bytes, budget, 1);
     const long long two_bytes = two.stages ? 2LL * (two.stages >= 3 ? two.stages - 2 : 1) * tile_bytes : 0;
     const long long one_bytes = one.stages ? 1LL * (one.stages >= 3 ? one.stages - 2 : 1) * tile_bytes : 0;
     if (two.stages && two_bytes >= one_bytes) return two;
     if (one.stages) return one;
   }
-  return XqajitMlaPortablePlan{16, 1, 0, 1, xqajit_mla_portable_smem(16, kv_tile, cache_bytes, 2, 1)};
+  return XqajitMlaPortablePlan{16, 1, 0, 1, xqajit_mla_portable_smem(16, kv_tile, row_bytes, 2, 1)};
 }
 
 // Sparse MLA (`sparse` = 1): every query token has its own index list, so a CTA's rows
 // must share one token: the plan is made for one token's H rows (R <= H, and R divides H),
 // and a request's row blocks are its q_len tokens' blocks in token order.
-constexpr XqajitMlaGeometry xqajit_mla_portable_geometry(int heads, int q_len, int kv_tile, int cache_bytes,
+constexpr XqajitMlaGeometry xqajit_mla_portable_geometry(int heads, int q_len, int kv_tile, int row_bytes,
                                                          int q_bytes, int arch, int sparse = 0) {
   (void)q_bytes;  // Q is staged as bf16 whatever its dtype
-  const XqajitMlaPortablePlan p = xqajit_mla_portable_plan(heads, sparse ? 1 : q_len, kv_tile, cache_bytes, arch);
+  const XqajitMlaPortablePlan p =
+      xqajit_mla_portable_plan(heads, sparse ? 1 : q_len, kv_tile, row_bytes, arch);
   XqajitMlaGeometry g{};
   g.rows = heads * q_len;
   g.threads = kXqajitMlaPortableThreads;

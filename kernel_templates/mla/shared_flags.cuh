@@ -16,6 +16,11 @@
 #ifndef MLA_SPARSE
 #define MLA_SPARSE 0
 #endif
+// 1: the DeepSeek-V3.2 "fp8 with scales" cache (CACHE_ELEM_ENUM=2 too): each row is
+// XQAJIT_MLA_FP8DS_ROW_BYTES bytes (xqajit/mla_args.h). Tested as the macro, like MLA_SPARSE.
+#ifndef MLA_FP8DS
+#define MLA_FP8DS 0
+#endif
 
 namespace xqajit {
 namespace mla {
@@ -31,7 +36,8 @@ constexpr bool kFp8Q = INPUT_FP8 != 0;
 // PTX, and the dense kernels' PTX must not move for a flag they do not use.
 constexpr int kCacheBytes = kFp8Cache ? 1 : 2;
 constexpr int kQk = XQAJIT_MLA_QK_DIM, kV = XQAJIT_MLA_V_DIM;
-constexpr int kRawRowBytes = kQk * kCacheBytes;  // a cached latent row as it lands
+// A cached latent row as it lands (fp8 with scales: 512 e4m3, 4 float32 scales, 64 bf16).
+constexpr int kRawRowBytes = MLA_FP8DS ? XQAJIT_MLA_FP8DS_ROW_BYTES : kQk * kCacheBytes;
 constexpr int kStageBytes = kTile * kRawRowBytes;
 
 }  // namespace mla

@@ -1,7 +1,8 @@
 #pragma once
 // MLA staging both backends share: Q rows and fp8 cache tiles become bf16 in
-// shared memory (e4m3 is exact in bf16). Each backend passes its own swizzle:
-// `offset(row, chunk)` is the byte offset of 16-byte bf16 chunk `chunk` of `row`.
+// shared memory (e4m3 is exact in bf16; an fp8ds value times its scale is rounded
+// once). Each backend passes its own swizzle: `offset(row, chunk)` is the byte
+// offset of 16-byte bf16 chunk `chunk` of `row`.
 
 #include "common/memory.cuh"
 #include "common/types.cuh"
@@ -43,17 +44,63 @@ __device__ __forceinline__ void stage_q(const XqajitMlaArgs& args, unsigned char
   }
 }
 
+// 16 e4m3 values times `scale` -> 16 bf16 (two chunks), rounded once, to nearest.
+__device__ __forceinline__ void e4m3x16_scaled_to_bf16(const U32x4& v, float scale, U32x4& lo, U32x4& hi) {
+  const u32 w[4] = {v.x, v.y, v.z, v.w};
+  u32* const o[2] = {&lo.x, &hi.x};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    float a, b;
+    unpack_x2<true>(e4m3x2_to_x2<true>((u16)(w[j / 2] >> (16 * (j % 2)))), a, b);
+    o[j / 4][j % 4] = pack_f32x2<false>(a * scale, b * scale);
+  }
+}
+
+// A landed fp8-with-scales tile (MLA_FP8DS: rows of XQAJIT_MLA_FP8DS_ROW_BYTES, unswizzled)
+// -> bf16 rows: the 512 latent values times their group's float32 scale, the 64 bf16 rope
+// values copied. Work items are a row's 32 latent chunks and 8 rope chunks.
+template <int kThreads, class Offset>
+__device__ __forceinline__ void convert_scaled_tile(const unsigned char* raw, unsigned char* tile16, int tid,
+                                                    Offset offset) {
+  constexpr int kLatentChunks = kV / 16, kRopeChunks = (kQk - kV) * 2 / 16;
+  constexpr int kItems = kLatentChunks + kRopeChunks;
+  constexpr int kScaleOff = kV, kRopeOff = kV + kV / XQAJIT_MLA_FP8DS_GROUP * 4;
+  static_assert(kRopeOff + kRopeChunks * 16 == XQAJIT_MLA_FP8DS_ROW_BYTES,
+                "the fp8ds row: latent, scales, rope");
+#pragma unroll 2
+  for (int i = tid; i < kTile * kItems; i += kThreads) {
+    const int tok = i / kItems, item = i % kItems;
+    const unsigned char* const row = raw + tok * kRawRowBytes;
+    if (item < kLatentChunks) {
+      const float scale =
+          *reinterpret_cast<const float*>(row + kScaleOff + item * 16 / XQAJIT_MLA_FP8DS_GROUP * 4);
+      U32x4 lo, hi;
+      e4m3x16_scaled_to_bf16(*reinterpret_cast<const U32x4*>(row + item * 16), scale, lo, hi);
+      *reinterpret_cast<U32x4*>(tile16 + offset(tok, 2 * item)) = lo;
+      *reinterpret_cast<U32x4*>(tile16 + offset(tok, 2 * item + 1)) = hi;
+    } else {
+      const int rope = item - kLatentChunks;  // bf16 chunk 64 + rope of the row
+      *reinterpret_cast<U32x4*>(tile16 + offset(tok, 2 * kLatentChunks + rope)) =
+          *reinterpret_cast<const U32x4*>(row + kRopeOff + rope * 16);
+    }
+  }
+}
+
 // A landed raw e4m3 tile (rows of kRawRowBytes, unswizzled) -> bf16 rows.
 template <int kThreads, class Offset>
 __device__ __forceinline__ void convert_tile(const unsigned char* raw, unsigned char* tile16, int tid, Offset offset) {
-  constexpr int kChunks = kRawRowBytes / 16;
+  if constexpr (MLA_FP8DS) {
+    convert_scaled_tile<kThreads>(raw, tile16, tid, offset);
+  } else {
+    constexpr int kChunks = kRawRowBytes / 16;
 #pragma unroll 2
-  for (int i = tid; i < kTile * kChunks; i += kThreads) {
-    const int tok = i / kChunks, chunk = i % kChunks;
-    U32x4 lo, hi;
-    e4m3x16_to_bf16(*reinterpret_cast<const U32x4*>(raw + tok * kRawRowBytes + chunk * 16), lo, hi);
-    *reinterpret_cast<U32x4*>(tile16 + offset(tok, 2 * chunk)) = lo;
-    *reinterpret_cast<U32x4*>(tile16 + offset(tok, 2 * chunk + 1)) = hi;
+    for (int i = tid; i < kTile * kChunks; i += kThreads) {
+      const int tok = i / kChunks, chunk = i % kChunks;
+      U32x4 lo, hi;
+      e4m3x16_to_bf16(*reinterpret_cast<const U32x4*>(raw + tok * kRawRowBytes + chunk * 16), lo, hi);
+      *reinterpret_cast<U32x4*>(tile16 + offset(tok, 2 * chunk)) = lo;
+      *reinterpret_cast<U32x4*>(tile16 + offset(tok, 2 * chunk + 1)) = hi;
+    }
   }
 }
 

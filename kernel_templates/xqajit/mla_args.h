@@ -24,11 +24,21 @@
 
 #define XQAJIT_MLA_QK_DIM 576  // 512 latent ("nope") + 64 rope
 #define XQAJIT_MLA_V_DIM 512   // V is the first 512 of each cached row
+// The DeepSeek-V3.2 "fp8 with scales" cache row (kv=fp8ds, FlashMLA's is_fp8_kvcache): bytes
+// [0, 512) the latent as e4m3, [512, 528) four float32 scales (scale g multiplies latent values
+// 128 g .. 128 g + 127), [528, 656) the 64 rope values as bf16 (unquantised). Strides of such a
+// cache count bytes.
+#define XQAJIT_MLA_FP8DS_ROW_BYTES 656
+#define XQAJIT_MLA_FP8DS_GROUP 128
+// Bytes of one cached row: `cache_bytes` per value (2 bf16, 1 fp8), or the fp8ds row.
+constexpr int xqajit_mla_row_bytes(int cache_bytes, int fp8ds) {
+  return fp8ds ? XQAJIT_MLA_FP8DS_ROW_BYTES : XQAJIT_MLA_QK_DIM * cache_bytes;
+}
 
 struct XqajitMlaArgs {
   const void* q;              // [B, q_len, H, 576], bf16 or fp8 e4m3
   void* out;                  // [B, q_len, H, 512], bf16
-  const void* kv_cache;       // [num_pages, page_size, 576], bf16 or fp8 e4m3
+  const void* kv_cache;       // [num_pages, page_size, 576], bf16 or fp8 e4m3; or [.., 656] bytes (fp8ds)
   const int* block_table;     // [B, block_table_stride] page indices
   const int* seq_lens;        // [B] keys per request (0 = padding slot: zeros out)
   // [B, q_len, 1] packed bits (LSB first) over the last q_len keys, or null:
@@ -45,7 +55,7 @@ struct XqajitMlaArgs {
   unsigned* counters;         // one self-resetting counter per (request, row block)
   long long q_stride_batch, q_stride_token, q_stride_head;
   long long o_stride_batch, o_stride_token, o_stride_head;
-  long long kv_stride_page, kv_stride_token;  // elements of the cache type
+  long long kv_stride_page, kv_stride_token;  // elements of the cache type (bytes for fp8ds)
   int block_table_stride;     // elements between rows of block_table
   int max_pages_per_seq;      // seq_lens are clamped to max_pages_per_seq * page size
   int batch;

@@ -13,11 +13,11 @@ import torch
 
 from .errors import ArgumentError
 
-FP16, BF16, FP8 = 0, 1, 2  # XqajitDType
+FP16, BF16, FP8, FP8DS = 0, 1, 2, 3  # XqajitDType (FP8DS: an MLA cache of 656-byte fp8-with-scales rows)
 # An fp8 (e4m3) cache may come as float8_e4m3fn or as its raw bytes (uint8, as vLLM stores it).
 DTYPE_CODE = {torch.float16: FP16, torch.bfloat16: BF16, torch.float8_e4m3fn: FP8, torch.uint8: FP8}
-DTYPE_NAME = {FP16: "fp16", BF16: "bf16", FP8: "fp8"}
-ELEM_BYTES = {FP16: 2, BF16: 2, FP8: 1}
+DTYPE_NAME = {FP16: "fp16", BF16: "bf16", FP8: "fp8", FP8DS: "fp8ds"}
+ELEM_BYTES = {FP16: 2, BF16: 2, FP8: 1, FP8DS: 1}
 
 
 def fail(op: str, arg: str, why: str):

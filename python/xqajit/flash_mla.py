@@ -8,7 +8,9 @@ The two functions take the arguments of FlashMLA's public Python API
 (flash_mla/flash_mla_interface.py in deepseek-ai/FlashMLA) and return what it returns:
 `(out, lse)`, out bf16 [batch, s_q, h_q, 512], lse float32 [batch, h_q, s_q] (the natural
 log of the sum of exp of the scaled logits, +inf for a row that saw no key). Dense
-(block_table + cache_seqlens) and sparse (indices, topk_length) decode, attention sinks.
+(block_table + cache_seqlens) and sparse (indices, topk_length) decode, attention sinks,
+over a bf16 cache or (is_fp8_kvcache=True) DeepSeek-V3.2's fp8-with-scales cache: 656 bytes
+a token, 512 e4m3 latent values, 4 float32 scales (one per 128 values), 64 bf16 rope values.
 An argument xqajit has no equivalent for raises ArgumentError naming it.
 """
 
@@ -20,7 +22,7 @@ from typing import Optional, Tuple
 import torch
 
 from ._tensors import fail
-from .ops.mla import QK_DIM, V_DIM
+from .ops.mla import FP8DS_ROW_BYTES, QK_DIM, V_DIM
 from .ops.mla import mla_decode as _mla_decode
 
 _OP = "flash_mla_with_kvcache"
@@ -29,12 +31,13 @@ _OP = "flash_mla_with_kvcache"
 @dataclasses.dataclass(frozen=True)
 class _CallShape:
     """What a metadata object is bound to by its first call; a later call must match it.
-    (h_k, fp8 and the extra cache are refused before this is built, so they are not kept.)"""
+    (h_k other than 1 and the extra cache are refused before this is built, so they are not kept.)"""
     b: int
     s_q: int
     h_q: int
     page_block_size: int
     causal: bool
+    is_fp8_kvcache: bool
     topk: Optional[int]
 
 
@@ -76,6 +79,22 @@ def _unsupported(name: str, value, why: str) -> None:
         fail(_OP, name, why)
 
 
+_FP8_CACHE_DTYPES = (torch.float8_e4m3fn, torch.uint8)
+
+
+def _check_cache_format(k_cache: torch.Tensor, is_fp8_kvcache: bool) -> None:
+    """is_fp8_kvcache must agree with k_cache: 656-byte fp8-with-scales rows, or 576 bf16 values."""
+    fp8_rows = k_cache.shape[-1] == FP8DS_ROW_BYTES and k_cache.dtype in _FP8_CACHE_DTYPES
+    if is_fp8_kvcache and not fp8_rows:
+        fail(_OP, "k_cache", f"is {k_cache.dtype} with {k_cache.shape[-1]} values per row: with is_fp8_kvcache=True "
+                             f"it must hold {FP8DS_ROW_BYTES}-byte fp8-with-scales rows (torch.float8_e4m3fn or "
+                             "torch.uint8: 512 e4m3, 4 float32 scales, 64 bf16 rope)")
+    if not is_fp8_kvcache and (fp8_rows or k_cache.dtype != torch.bfloat16):
+        fail(_OP, "is_fp8_kvcache", f"= False but k_cache is {k_cache.dtype} with {k_cache.shape[-1]} values per "
+                                    f"row: pass is_fp8_kvcache=True for a {FP8DS_ROW_BYTES}-byte fp8-with-scales "
+                                    f"cache, or a bf16 cache of {QK_DIM} values")
+
+
 def flash_mla_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, block_table: Optional[torch.Tensor],
                            cache_seqlens: Optional[torch.Tensor], head_dim_v: int,
                            tile_scheduler_metadata: FlashMLASchedMeta, num_splits: None = None,
@@ -87,8 +106,10 @@ def flash_mla_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, block_table: 
                            extra_topk_length: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """FlashMLA's flash_mla_with_kvcache on xqajit's MLA kernels.
 
-    q: [batch, s_q, h_q, 576] bf16; k_cache: [num_blocks, page_block_size, 1, 576] bf16;
-    dense: block_table int32 [batch, max_blocks] and cache_seqlens int32 [batch]; sparse:
+    q: [batch, s_q, h_q, 576] bf16; k_cache: [num_blocks, page_block_size, 1, 576] bf16, or
+    with is_fp8_kvcache=True [num_blocks, page_block_size, 1, 656] float8_e4m3fn (or uint8)
+    fp8-with-scales rows (row strides multiples of 16 bytes); dense: block_table int32
+    [batch, max_blocks] and cache_seqlens int32 [batch]; sparse:
     indices int32 [batch, s_q, topk] (block * page_block_size + offset, -1 skips) and
     optional topk_length int32 [batch]; attn_sink float32 [h_q]. Returns (out, lse):
     out bf16 [batch, s_q, h_q, 512], lse float32 [batch, h_q, s_q].
@@ -104,19 +125,16 @@ def flash_mla_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, block_table: 
     _unsupported("extra_topk_length", extra_topk_length, "is not supported by xqajit (see extra_k_cache)")
     if head_dim_v != V_DIM:
         fail(_OP, "head_dim_v", f"= {head_dim_v}: must be {V_DIM}")
-    if is_fp8_kvcache:
-        fail(_OP, "is_fp8_kvcache", "= True: the fp8-with-scales cache (656 bytes a token: 512 e4m3 + 4 float32 "
-                                    "scales + 64 bf16 rope) is not supported by xqajit yet (issue 31); "
-                                    "a bf16 cache works dense and sparse")
     if not isinstance(q, torch.Tensor) or q.dim() != 4:
         fail(_OP, "q", f"must be a [batch, s_q, h_q, {QK_DIM}] tensor")
     if not isinstance(k_cache, torch.Tensor) or k_cache.dim() != 4:
         fail(_OP, "k_cache", f"must be a [num_blocks, page_block_size, h_k, {QK_DIM}] tensor")
     if k_cache.shape[2] != 1:
         fail(_OP, "k_cache", f"has h_k = {k_cache.shape[2]}: MLA has one latent head (h_k = 1)")
+    _check_cache_format(k_cache, bool(is_fp8_kvcache))
     sparse = indices is not None
     topk = indices.shape[-1] if sparse else None
-    config = _CallShape(q.shape[0], q.shape[1], q.shape[2], k_cache.shape[1], causal, topk)
+    config = _CallShape(q.shape[0], q.shape[1], q.shape[2], k_cache.shape[1], causal, bool(is_fp8_kvcache), topk)
     if not meta.have_initialized:
         if sparse and causal:
             fail(_OP, "causal", "must be False with indices (sparse attention has no causal mask)")

@@ -47,6 +47,7 @@ inline DType dtype_of(std::int32_t code, const char* op, const char* field) {
     case XQAJIT_FP16: return DType::fp16;
     case XQAJIT_BF16: return DType::bf16;
     case XQAJIT_FP8: return DType::fp8;
+    case XQAJIT_FP8DS: return DType::fp8ds;
     default:
       throw ArgumentError(std::string(op) + ": " + field + " dtype code " + std::to_string(code) + " is unknown");
   }

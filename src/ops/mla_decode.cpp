@@ -38,6 +38,12 @@ constexpr int kMaxTopk = 1 << 20;
 
 [[noreturn]] void fail(const char* field, const std::string& why) { ops::fail(kOp, field, why); }
 
+// Elements (of dtype_bytes each) of one cached row: 576 values, or the fp8ds row's 656 bytes.
+int cache_row_elems(DType kv) { return kv == DType::fp8ds ? XQAJIT_MLA_FP8DS_ROW_BYTES : kQkDim; }
+const char* cache_row_name(DType kv) {
+  return kv == DType::fp8ds ? "the 656 bytes of an fp8ds row" : "the 576 values of a row";
+}
+
 struct Strides : ops::RowStrides {
   std::int64_t kv_p, kv_t;
 };
@@ -45,18 +51,19 @@ struct Strides : ops::RowStrides {
 Strides resolved_strides(const MlaDecodeParams& p) {
   Strides s{};
   static_cast<ops::RowStrides&>(s) = ops::resolved_row_strides(p, p.num_heads, kQkDim, kVDim);
-  s.kv_t = p.kv_stride_token != 0 ? p.kv_stride_token : kQkDim;
+  s.kv_t = p.kv_stride_token != 0 ? p.kv_stride_token : cache_row_elems(p.kv);
   s.kv_p = p.kv_stride_page != 0 ? p.kv_stride_page : p.page_size * s.kv_t;
   return s;
 }
 
 XqajitMlaGeometry geometry(const KernelSpec& spec) {
   const int cache_bytes = dtype_bytes(spec.kv), q_bytes = dtype_bytes(spec.input);
+  const int row_bytes = xqajit_mla_row_bytes(cache_bytes, spec.kv == DType::fp8ds ? 1 : 0);
   if (spec.backend == Backend::hopper) {
     return xqajit_mla_hopper_geometry(spec.group, spec.q_len, spec.kv_tile, cache_bytes, q_bytes,
                                       spec.arch.number());
   }
-  return xqajit_mla_portable_geometry(spec.group, spec.q_len, spec.kv_tile, cache_bytes, q_bytes,
+  return xqajit_mla_portable_geometry(spec.group, spec.q_len, spec.kv_tile, row_bytes, q_bytes,
                                       spec.arch.number(), spec.sparse ? 1 : 0);
 }
 
@@ -133,9 +140,9 @@ void validate(const MlaDecodeParams& p) {
   }
   if (p.input != DType::bf16 && p.input != DType::fp8)
     fail("input", fmt::format("= {}: allowed bf16, fp8", to_string(p.input)));
-  if (p.kv != p.input && !(p.input == DType::bf16 && p.kv == DType::fp8))
+  if (p.kv != p.input && !(p.input == DType::bf16 && (p.kv == DType::fp8 || p.kv == DType::fp8ds)))
     fail("kv", fmt::format("= {} with input {}: allowed {}", to_string(p.kv), to_string(p.input),
-                           p.input == DType::fp8 ? "fp8" : "bf16, fp8"));
+                           p.input == DType::fp8 ? "fp8 (fp8ds needs a bf16 Q)" : "bf16, fp8, fp8ds"));
   ops::check_batch(kOp, p, 4);
   if (!one_of(p.num_heads, {16, 32, 64, 128}))
     fail("num_heads", fmt::format("= {}: allowed 16, 32, 64, 128 (Q heads per request)", p.num_heads));
@@ -152,7 +159,7 @@ void validate(const MlaDecodeParams& p) {
   ops::check_strides(kOp, "kv_cache",
                      std::array<Dim, 2>{Dim{pages, s.kv_p, "kv_stride_page"},
                                         Dim{p.page_size, s.kv_t, "kv_stride_token"}},
-                     kQkDim, dtype_bytes(p.kv), "the 576 values of a row");
+                     cache_row_elems(p.kv), dtype_bytes(p.kv), cache_row_name(p.kv));
   if (sparse) validate_sparse(p);
   ops::check_lse(kOp, p, p.num_heads);
 }
@@ -236,7 +243,7 @@ std::size_t mla_decode_workspace_size(const MlaDecodeParams& params, const Devic
 std::size_t mla_decode_cache_bytes(const MlaDecodeParams& p) {
   validate(p);
   const Strides s = resolved_strides(p);  // one latent row per token: one "head"
-  return ops::cache_span_bytes(p, s.kv_p, s.kv_t, 1, 0, kQkDim, dtype_bytes(p.kv));
+  return ops::cache_span_bytes(p, s.kv_p, s.kv_t, 1, 0, cache_row_elems(p.kv), dtype_bytes(p.kv));
 }
 
 void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {

@@ -81,6 +81,10 @@ int default_kv_tile(const KernelSpec& s) {
 void validate_gqa(const KernelSpec& s) {
   if (s.input != DType::fp16 && s.input != DType::bf16)
     throw SpecError("input", to_string(s.input), "fp16, bf16 (fp8 input is for kind=mla)");
+  if (s.kv == DType::fp8ds)
+    throw SpecError(
+        "kv", "fp8ds",
+        fmt::format("{} (the input type) or fp8 (fp8ds is a kind=mla cache)", to_string(s.input)));
   if (s.kv != s.input && s.kv != DType::fp8)
     throw SpecError("kv", to_string(s.kv),
                     fmt::format("{} (the input type) or fp8", to_string(s.input)));
@@ -100,10 +104,12 @@ void validate_gqa(const KernelSpec& s) {
 void validate_mla(const KernelSpec& s) {
   if (s.input != DType::bf16 && s.input != DType::fp8)
     throw SpecError("input", to_string(s.input), "bf16, fp8 (for kind=mla)");
-  if (s.kv != s.input && !(s.input == DType::bf16 && s.kv == DType::fp8))
+  const bool bf16_q_cache = s.kv == DType::fp8 || s.kv == DType::fp8ds;  // what a bf16 Q may also read
+  if (s.kv != s.input && !(s.input == DType::bf16 && bf16_q_cache))
     throw SpecError("kv", to_string(s.kv),
-                    s.input == DType::fp8 ? "fp8 (kind=mla with an fp8 Q needs an fp8 cache)"
-                                          : "bf16, fp8 (kind=mla with a bf16 Q)");
+                    s.input == DType::fp8
+                        ? "fp8 (kind=mla with an fp8 Q needs an fp8 cache; fp8ds needs input=bf16)"
+                        : "bf16, fp8, fp8ds (kind=mla with a bf16 Q)");
   if (s.output != DType::bf16)
     throw SpecError("output", to_string(s.output), "bf16 (kind=mla)");
   if (s.head_dim != kMlaHeadDim)
@@ -142,6 +148,12 @@ void validate_backend(const KernelSpec& s) {
   if (s.sparse && s.backend == Backend::hopper)
     throw SpecError("backend", "hopper",
                     "auto, portable (sparse=1: the hopper MLA kernel has no sparse path yet; auto picks portable)");
+  // So does the fp8-with-scales cache (issue 31).
+  if (s.kv == DType::fp8ds && s.backend == Backend::hopper)
+    throw SpecError(
+        "backend", "hopper",
+        "auto, portable (kv=fp8ds: the hopper MLA kernel has no fp8-with-scales path yet; auto picks "
+        "portable)");
   // The GQA hopper kernel's keys are wgmma M blocks of 64.
   if (s.kind == Kind::gqa && s.backend == Backend::hopper && s.kv_tile != 0 && s.kv_tile < 64)
     throw SpecError("kv_tile", std::to_string(s.kv_tile), "0 (default), 64, 128 (kind=gqa backend=hopper)");
@@ -210,6 +222,7 @@ std::string to_string(DType d) {
     case DType::fp16: return "fp16";
     case DType::bf16: return "bf16";
     case DType::fp8: return "fp8";
+    case DType::fp8ds: return "fp8ds";
   }
   return "?";
 }
@@ -218,10 +231,11 @@ DType parse_dtype(const std::string& field, const std::string& text) {
   if (text == "fp16" || text == "f16" || text == "half") return DType::fp16;
   if (text == "bf16") return DType::bf16;
   if (text == "fp8" || text == "e4m3" || text == "fp8_e4m3") return DType::fp8;
-  throw SpecError(field, text, "fp16, bf16, fp8");
+  if (text == "fp8ds") return DType::fp8ds;
+  throw SpecError(field, text, "fp16, bf16, fp8, fp8ds (fp8ds: kind=mla caches only)");
 }
 
-int dtype_bytes(DType d) { return d == DType::fp8 ? 1 : 2; }
+int dtype_bytes(DType d) { return d == DType::fp8 || d == DType::fp8ds ? 1 : 2; }
 
 void validate(const KernelSpec& s, const std::vector<int>& supported_archs) {
   if (s.kind == Kind::gqa) validate_gqa(s);
@@ -236,7 +250,8 @@ void validate(const KernelSpec& s, const std::vector<int>& supported_archs) {
   if (!contains(kArchNumbers, s.arch.number()) || s.arch.minor > 9 ||
       (s.arch.accel && !contains(kAccelArchNumbers, s.arch.number())))
     throw SpecError("arch", s.arch.str(), allowed_archs());
-  const bool uses_fp8 = s.kv == DType::fp8 || s.input == DType::fp8 || s.output == DType::fp8;
+  const bool uses_fp8 =
+      s.kv == DType::fp8 || s.kv == DType::fp8ds || s.input == DType::fp8 || s.output == DType::fp8;
   if (uses_fp8 && s.arch.number() < kFirstFp8Arch)
     throw SpecError("arch", s.arch.str(), "sm_89 or newer when a dtype is fp8");
   validate_sparse(s);
@@ -266,7 +281,7 @@ std::vector<std::string> flags(const KernelSpec& spec) {
   auto def = [](const char* name, long value) { return fmt::format("-D{}={}", name, value); };
   return {
       def("IS_MLA", mla),
-      def("CACHE_ELEM_ENUM", s.kv == DType::fp8 ? 2 : 0),
+      def("CACHE_ELEM_ENUM", s.kv == DType::fp8 || s.kv == DType::fp8ds ? 2 : 0),
       def("INPUT_FP16", s.input == DType::fp16),
       def("HEAD_ELEMS", s.head_dim),
       def("HEAD_GRP_SIZE", s.group),
@@ -281,6 +296,7 @@ std::vector<std::string> flags(const KernelSpec& spec) {
       def("KV_TILE_TOKENS", s.kv_tile),
       def("CTA_ROWS", s.cta_rows),
       def("MLA_SPARSE", s.sparse),
+      def("MLA_FP8DS", s.kv == DType::fp8ds),
   };
 }
 

@@ -179,8 +179,8 @@ std::vector<std::string> preset_names() { return {"serving-gqa", "serving-mla", 
 namespace {
 
 // An MLA serving preset on one arch: bf16 Q and cache over `groups` heads, q_len 1 and 2
-// (decode and one MTP draft), page 64; where the arch has fp8, the same over an fp8 cache,
-// and (dense only) fp8 Q over it too.
+// (decode and one MTP draft), page 64; where the arch has fp8, the same over an fp8 cache
+// and fp8 Q over it too (dense), or over DeepSeek-V3.2's fp8-with-scales cache (sparse).
 void add_mla_serving(std::vector<FieldProduct>& products, const Arch& arch, bool fp8,
                      std::vector<std::string> groups, bool sparse) {
   FieldProduct bf16 = {{"kind", {"mla"}},
@@ -194,7 +194,7 @@ void add_mla_serving(std::vector<FieldProduct>& products, const Arch& arch, bool
   products.push_back(bf16);
   if (!fp8) return;
   FieldProduct mixed = bf16;  // bf16 activations over an fp8 cache
-  mixed["kv"] = {"fp8"};
+  mixed["kv"] = {sparse ? "fp8ds" : "fp8"};
   products.push_back(mixed);
   if (sparse) return;
   FieldProduct all_fp8 = mixed;
@@ -231,8 +231,9 @@ std::vector<FieldProduct> preset(const std::string& name, const std::vector<Arch
       add_mla_serving(products, arch, fp8, {"16", "128"}, false);
     } else if (name == "serving-dsa") {
       // DeepSeek-V3.2 sparse attention (DSA) decode: 16/32/64/128 heads (tensor-parallel 8
-      // to data-parallel attention), decode and one MTP draft, page 64, a bf16 and an fp8
-      // cache; the portable kernel until the hopper one has a sparse path (issue 31).
+      // to data-parallel attention), decode and one MTP draft, page 64, a bf16 and the
+      // fp8-with-scales cache (kv=fp8ds, V3.2's 656-byte rows); the portable kernel until the
+      // hopper one has a sparse path (issue 31).
       add_mla_serving(products, arch, fp8, {"16", "32", "64", "128"}, true);
     } else if (name == "smoke") {
       products.push_back({{"input", {"fp16"}},

@@ -3,9 +3,12 @@
 // by the GPU tests and bench_mla. Unused cache slots (the tail of each
 // request's last page, pages nobody owns, the padding between rows of a pooled
 // cache) hold NaN, so a masked key that leaks shows. Requests may share a
-// prefix of pages (prefix caching), as serving engines do.
+// prefix of pages (prefix caching), as serving engines do. kv=fp8ds caches hold
+// DeepSeek-V3.2's 656-byte rows (random_fp8ds_row), poisoned bytes NaN in every reading.
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -14,6 +17,38 @@
 #include "xqajit/ops/mla_decode.hpp"
 
 namespace xqajit::testing {
+
+constexpr int kFp8dsRowBytes = 656;  // 512 e4m3, 4 float32 scales, 64 bf16 (kv=fp8ds)
+
+/// Elements of one cached latent row: 576 values, or an fp8ds row's 656 bytes.
+inline std::int64_t mla_row_elems(DType kv) { return kv == DType::fp8ds ? kFp8dsRowBytes : 576; }
+
+/// One group scale of an fp8ds row: mostly FlashMLA's powers of two (its quantiser's ue8m0
+/// scales), often any float, sometimes tiny (the group all but vanishes) or large.
+inline float random_fp8ds_scale(std::mt19937& rng) {
+  const unsigned r = rng() % 16;
+  if (r == 0) return std::ldexp(1.f, -60);
+  if (r == 1) return 6.f;
+  if (r < 9) return std::ldexp(1.f, -static_cast<int>(rng() % 9));
+  return 0.001f + static_cast<float>(rng() % 2000) / 1000.f;
+}
+
+/// A live fp8ds row at `row`: random e4m3 latent codes (subnormals and zeros included),
+/// a random float32 scale per 128 of them, 64 random bf16 rope values.
+inline void random_fp8ds_row(std::uint8_t* row, std::mt19937& rng) {
+  for (int d = 0; d < 512; ++d) random_element(DType::fp8, row, d, 1.f, rng);
+  for (int g = 0; g < 4; ++g) {
+    const float s = random_fp8ds_scale(rng);
+    std::memcpy(row + 512 + 4 * g, &s, 4);
+  }
+  for (int d = 0; d < 64; ++d) random_element(DType::bf16, row + 528, d, 1.f, rng);
+}
+
+/// A live cache row of `kv` at element `base` of `cache`.
+inline void random_mla_row(DType kv, std::uint8_t* cache, std::int64_t base, std::mt19937& rng) {
+  if (kv == DType::fp8ds) return random_fp8ds_row(cache + base, rng);
+  for (int d = 0; d < 576; ++d) random_element(kv, cache, base + d, 1.f, rng);
+}
 
 struct MlaCase {
   DType input = DType::bf16, kv = DType::bf16;
@@ -39,10 +74,11 @@ struct MlaCase {
 };
 
 /// The dtype mix of random MLA case `i`: bf16 Q and cache, bf16 Q over an fp8 cache, fp8 Q
-/// and cache in turn; always the first where the GPU has no fp8.
+/// and cache, bf16 Q over the fp8-with-scales cache in turn; always the first where the
+/// GPU has no fp8.
 template <class Case>
 void cycle_dtypes(Case& c, int i, bool has_fp8) {
-  switch (has_fp8 ? i % 3 : 0) {
+  switch (has_fp8 ? i % 4 : 0) {
     case 0:
       c.input = c.kv = DType::bf16;
       break;
@@ -50,18 +86,25 @@ void cycle_dtypes(Case& c, int i, bool has_fp8) {
       c.input = DType::bf16;
       c.kv = DType::fp8;
       break;
-    default:
+    case 2:
       c.input = c.kv = DType::fp8;
+      break;
+    default:  // DeepSeek-V3.2's fp8-with-scales cache: the portable kernel (auto resolves to it)
+      c.input = DType::bf16;
+      c.kv = DType::fp8ds;
+      if (c.backend == Backend::hopper) c.backend = Backend::automatic;
       break;
   }
 }
 
-/// Random scales: q_scale and kv_scale in [0.05, 0.45) for the fp8 operands, sm_scale
-/// within [0.5, 1.5) x 1/sqrt(192).
+/// Random scales: q_scale and kv_scale in [0.05, 0.45) for the fp8 operands (an fp8ds
+/// cache: its own per-row scales, and half the time an extra kv_scale in [0.5, 1.5)),
+/// sm_scale within [0.5, 1.5) x 1/sqrt(192).
 template <class Case>
 void random_scales(Case& c, std::mt19937& rng) {
   if (c.input == DType::fp8) c.q_scale = 0.05f + static_cast<float>(rng() % 40) / 100.f;
   if (c.kv == DType::fp8) c.kv_scale = 0.05f + static_cast<float>(rng() % 40) / 100.f;
+  if (c.kv == DType::fp8ds && rng() % 2) c.kv_scale = 0.5f + static_cast<float>(rng() % 100) / 100.f;  // extra
   c.sm_scale = 0.0721687836f * (0.5f + static_cast<float>(rng() % 100) / 100.f);
 }
 
@@ -81,7 +124,8 @@ struct MlaProblem : PagedBuffers {
     table = pages.table;
 
     const std::int64_t q_head = c.padded ? kQk + 32 : kQk, o_head = c.padded ? kV + 64 : kV;
-    const std::int64_t kv_tok = c.padded ? kQk + 64 : kQk, kv_page = P * kv_tok + (c.padded ? 128 : 0);
+    const std::int64_t row = mla_row_elems(c.kv);
+    const std::int64_t kv_tok = c.padded ? row + 64 : row, kv_page = P * kv_tok + (c.padded ? 128 : 0);
     const std::size_t q_elems = std::size_t(B) * Q * H * q_head;
     q = nan_bytes(c.input, q_elems);
     for (std::size_t r = 0; r < std::size_t(B) * Q * H; ++r)
@@ -91,7 +135,7 @@ struct MlaProblem : PagedBuffers {
       for (int j = 0; j < lens[b]; ++j) {
         const std::int64_t base = std::int64_t(table[std::size_t(b) * max_pages + j / P]) * kv_page + (j % P) * kv_tok;
         if (pages.borrowed(b, j / P, lens[b])) continue;  // request 0 wrote it
-        for (int d = 0; d < kQk; ++d) random_element(c.kv, kv.data(), base + d, 1.f, rng);
+        random_mla_row(c.kv, kv.data(), base, rng);
       }
     scales = {c.q_scale, c.kv_scale};
     if (Q > 1 && c.explicit_mask) mask = random_causal_mask(B, Q, 3, rng);  // else the implicit causal one

@@ -23,6 +23,8 @@ namespace xqajit::testing {
 inline std::vector<std::uint8_t> nan_bytes(DType dt, std::size_t elems) {
   std::vector<std::uint8_t> v(elems * dtype_bytes(dt));
   if (dt == DType::fp8) std::fill(v.begin(), v.end(), 0x7f);
+  else if (dt == DType::fp8ds)  // 0xff: NaN as e4m3, bf16 and float32 alike (the row's three parts)
+    std::fill(v.begin(), v.end(), 0xff);
   else {
     const std::uint16_t nan = dt == DType::fp16 ? 0x7e00 : 0x7fc0;
     for (std::size_t i = 0; i < elems; ++i) std::memcpy(&v[i * 2], &nan, 2);

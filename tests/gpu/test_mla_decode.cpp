@@ -32,7 +32,8 @@ std::vector<Backend> backends() {
 }
 
 // bf16 operands (P rounded to bf16 too): ~3e-3 typical; fp8 Q and cache are
-// exact in bf16, so the same bound holds.
+// exact in bf16, so the same bound holds (an fp8ds value is rounded to bf16 in the
+// reference too, as FlashMLA's dequantisation does).
 constexpr double kTolerance = 0.02;
 
 std::string describe(const MlaCase& c) {
@@ -154,6 +155,25 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     empty.seq_lens = {0, 0, 0};
     empty.num_splits = 4;
     cases.push_back(empty);
+  }
+  const bool fp8 = device().cc_major * 10 + device().cc_minor >= 89;
+  if (fp8) {  // the fp8-with-scales cache (portable): a long split request, then the awkward layouts
+    MlaCase ds;
+    ds.kv = DType::fp8ds;
+    ds.heads = 128;
+    ds.seq_lens = {20001};
+    cases.push_back(ds);
+    ds.heads = 64;
+    ds.q_len = 2;
+    ds.explicit_mask = true;
+    ds.page_size = 32;
+    ds.shared_prefix_pages = 2;
+    ds.padded = true;
+    ds.scale_ptrs = true;
+    ds.kv_scale = 0.7f;
+    ds.seq_lens = {2000, 0, 3333, 17};
+    ds.num_splits = 2;
+    cases.push_back(ds);
   }
   prewarm(cases);
   for_each_problem<MlaProblem>(cases, run_and_check);

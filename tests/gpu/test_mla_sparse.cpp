@@ -122,7 +122,7 @@ struct SparseProblem {
     q = nan_bytes(c.input, std::size_t(B) * Q * H * kQk);
     for (std::size_t i = 0; i < q.size() / dtype_bytes(c.input); ++i)
       random_element(c.input, q.data(), static_cast<std::int64_t>(i), 1.f, rng);
-    kv_tok = c.padded ? kQk + 64 : kQk;
+    kv_tok = c.padded ? mla_row_elems(c.kv) + 64 : mla_row_elems(c.kv);
     kv_page = P * kv_tok + (c.padded ? 128 : 0);
     kv = nan_bytes(c.kv, std::size_t(c.num_pages) * kv_page);  // NaN wherever no list points
     fill_used(used, rng);
@@ -179,7 +179,7 @@ struct SparseProblem {
       const std::int64_t base = std::int64_t(s / c.page_size) * kv_page + std::int64_t(s % c.page_size) * kv_tok;
       // Rows already filled stay (a slot selected again keeps its value): check the first value.
       if (!std::isnan(load_element(c.kv, kv.data(), base))) continue;
-      for (int d = 0; d < kQk; ++d) random_element(c.kv, kv.data(), base + d, 1.f, rng);
+      random_mla_row(c.kv, kv.data(), base, rng);
     }
   }
 
@@ -278,6 +278,7 @@ TEST_CASE("sparse mla_decode matches the float64 reference on a randomized grid"
   std::vector<SparseCase> cases;
   for (int i = 0; i < n; ++i) cases.push_back(random_case(i));
   SparseCase v32;  // DeepSeek-V3.2 at data-parallel attention: one long list, split wide
+  v32.kv = DType::fp8ds;  // its cache: 656-byte fp8-with-scales rows
   v32.batch = 1;
   v32.q_len = 2;
   v32.num_pages = 400;
@@ -287,6 +288,9 @@ TEST_CASE("sparse mla_decode matches the float64 reference on a randomized grid"
   v32.sinks = true;
   v32.lse_layout = 2;
   v32.topk_length = true;
+  cases.push_back(v32);
+  v32.kv = DType::bf16;  // the same over a bf16 cache, padded
+  v32.padded = true;
   cases.push_back(v32);
   SparseCase empty;  // every list empty (topk_length 0) or all invalid, with splits
   empty.topk_length = true;
@@ -319,6 +323,7 @@ TEST_CASE("dense mla_decode writes LSE and applies sinks", "[gpu][mla][lse]") {
       MlaCase c;
       c.backend = b;
       if (device_has_fp8() && i % 2) c.kv = DType::fp8, c.kv_scale = 0.3f;
+      if (device_has_fp8() && i % 4 == 3 && b != Backend::hopper) c.kv = DType::fp8ds, c.kv_scale = 1.f;  // portable only
       c.heads = pick({16, 64, 128});
       c.q_len = pick({1, 2});
       c.seq_lens = {static_cast<int>(rng()() % 3000), 0, 1 + static_cast<int>(rng()() % 9000)};

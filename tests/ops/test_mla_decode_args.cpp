@@ -265,7 +265,7 @@ TEST_CASE("sparse mla_decode (DSA) validates its index lists and extra outputs",
 
 TEST_CASE("sparse mla_decode plans: portable, a CTA's rows one token's heads, splits over topk", "[mla][args][sparse]") {
   for (const DeviceInfo& device : {h100(), rtx_sm120()})
-    for (DType kv : {DType::bf16, DType::fp8})
+    for (DType kv : {DType::bf16, DType::fp8, DType::fp8ds})
       for (int heads : {16, 32, 64, 128})
         for (int q_len : {1, 2, 4})
           for (int topk : {64, 2048}) {
@@ -292,6 +292,74 @@ TEST_CASE("sparse mla_decode plans: portable, a CTA's rows one token's heads, sp
   CHECK(canonical_name(mla_decode_spec(p, h100().best_arch())).find("_sparse_") != std::string::npos);
   // Dense specs are unchanged: hopper on sm_90a.
   CHECK(mla_decode_spec(valid_params(), h100().best_arch()).backend == Backend::hopper);
+}
+
+TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, portable plans",
+          "[mla][args][fp8ds]") {
+  auto ds = [] {
+    MlaDecodeParams p = valid_params();
+    p.kv = DType::fp8ds;
+    return p;
+  };
+  CHECK_NOTHROW(validate(ds()));
+  auto rejected = [&](const std::function<void(MlaDecodeParams&)>& mutate, const std::string& field,
+                      const std::string& says) {
+    MlaDecodeParams p = ds();
+    mutate(p);
+    INFO("field " << field);
+    CHECK_THROWS_AS(validate(p), ArgumentError);
+    CHECK_THROWS_WITH(validate(p), Catch::Contains("mla_decode: " + field) && Catch::Contains(says));
+  };
+  rejected([](auto& p) { p.input = DType::fp8; }, "kv", "fp8ds needs a bf16 Q");
+  rejected([](auto& p) { p.kv_stride_token = 664; }, "kv_stride_token",
+           "16 bytes");  // rows must stay aligned
+  rejected([](auto& p) { p.kv_stride_token = 640; }, "kv_stride_token",
+           "656 bytes of an fp8ds row");  // overlap
+  rejected([](auto& p) { p.kv_stride_page = 656 * 63; }, "kv_stride_page", "overlap");
+  // FlashMLA's quantised cache: pages of page_size + 1 rows (its test pads them), rows of 656.
+  MlaDecodeParams flash = ds();
+  flash.kv_stride_token = 656;
+  flash.kv_stride_page = 656 * 65;
+  CHECK_NOTHROW(validate(flash));
+  CHECK(mla_decode_cache_bytes(flash) == std::size_t{999} * 656 * 65 + 63 * 656 + 656);
+  CHECK(mla_decode_cache_bytes(ds()) == std::size_t{1000} * 64 * 656);
+  // Portable on every arch, auto included; an explicit hopper is refused, naming the cache.
+  for (const DeviceInfo& device : {h100(), rtx_sm120()})
+    for (int heads : {16, 32, 64, 128})
+      for (int q_len : {1, 2, 4}) {
+        MlaDecodeParams p = ds();
+        p.num_heads = heads;
+        p.q_len = q_len;
+        INFO(device.name << " H=" << heads << " q_len=" << q_len);
+        const MlaDecodePlan plan = mla_decode_plan(p, device);
+        CHECK(plan.spec.kv == DType::fp8ds);
+        CHECK(plan.spec.backend == Backend::portable);
+        CHECK(static_cast<int>(plan.smem_bytes) <= device.max_smem_per_block_optin);
+        CHECK(canonical_name(plan.spec).find("_kvfp8ds_") != std::string::npos);
+      }
+  MlaDecodeParams hopper = ds();
+  hopper.backend = Backend::hopper;
+  CHECK_THROWS_WITH(mla_decode_plan(hopper, h100()),
+                    Catch::Contains("backend=hopper") && Catch::Contains("fp8ds"));
+  // A raw row takes more shared memory than an fp8 one (656 vs 576 bytes a key).
+  MlaDecodeParams fp8 = valid_params();
+  fp8.kv = DType::fp8;
+  fp8.backend = Backend::portable;
+  CHECK(mla_decode_plan(ds(), h100()).smem_bytes > mla_decode_plan(fp8, h100()).smem_bytes);
+}
+
+TEST_CASE("every fp8ds MLA spec compiles (dense and sparse; sm_89, sm_90a, sm_120a)", "[mla][nvrtc][fp8ds]") {
+  xqajit::test::TempDir dir;
+  // 2 head counts x 2 page sizes x 2 q_len x dense/sparse x 3 archs = 48 portable kernels.
+  const auto r = xqajit::test::run_cli_line(
+      "", fmt::format("--cache-dir {} --json prewarm --jobs 2 kind=mla input=bf16 kv=fp8ds group=16,128 "
+                      "page_size=32,64 q_len=1,4 sparse=0,1 arch=sm_89,sm_90a,sm_120a",
+                      dir.path().string()));
+  INFO(r.describe().substr(0, 6000));
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc.at("compiled").get<int>() == 48);
+  CHECK(doc.at("failed").get<int>() == 0);
 }
 
 TEST_CASE("every MLA spec compiles for sm_90a (both backends) and sm_120a", "[mla][nvrtc]") {

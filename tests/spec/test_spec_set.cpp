@@ -175,10 +175,13 @@ TEST_CASE("the serving-gqa preset covers the serving GQA family", "[spec_set][pr
   }
   CHECK(expand(preset("serving-mla", {sm80})).specs.size() == 4);
 
-  // serving-dsa (DeepSeek-V3.2 sparse): 2 cache types x H 16/32/64/128 x q_len 1/2 per arch,
+  // serving-dsa (DeepSeek-V3.2 sparse): 2 cache types (bf16, fp8ds) x H 16/32/64/128 x q_len 1/2 per arch,
   // all sparse and portable (no sparse hopper kernel yet); bf16 only before sm_89.
   const SpecSet dsa = expand(preset("serving-dsa", {sm90a, sm120a}));
   CHECK(dsa.specs.size() == 32);
+  int fp8ds = 0;  // the other cache type: V3.2's fp8-with-scales rows
+  for (const auto& s : dsa.specs) fp8ds += s.kv == DType::fp8ds;
+  CHECK(fp8ds == 16);
   for (const auto& s : dsa.specs) {
     CHECK(s.sparse);
     CHECK(normalized(s).backend == Backend::portable);

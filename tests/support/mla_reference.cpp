@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <thread>
 
@@ -14,7 +15,21 @@ namespace xqajit::testing {
 
 namespace {
 constexpr int kQk = 576, kV = 512;
+constexpr int kFp8dsRow = 656, kFp8dsGroup = 128;
 }  // namespace
+
+double fp8ds_row_value(const unsigned char* row, int d) {
+  if (d >= kV) {  // rope: bf16 after the latent bytes and the four scales
+    std::uint16_t h;
+    std::memcpy(&h, row + kV + 16 + 2 * (d - kV), 2);
+    return bf16_to_float(h);
+  }
+  // The value FlashMLA's dequantisation (tests/quant.py) and our kernels give it: the e4m3 value
+  // times its group's scale in float32, rounded to bf16 (exact for its power-of-two scales).
+  float scale;
+  std::memcpy(&scale, row + kV + 4 * (d / kFp8dsGroup), 4);
+  return bf16_to_float(float_to_bf16(e4m3_to_float(row[d]) * scale));
+}
 
 std::vector<double> reference_mla_decode(const MlaDecodeParams& p, std::vector<double>* lse_out) {
   const int B = p.batch, Q = p.q_len, H = p.num_heads, P = p.page_size;
@@ -22,7 +37,9 @@ std::vector<double> reference_mla_decode(const MlaDecodeParams& p, std::vector<d
   auto pick = [](std::int64_t v, std::int64_t d) { return v != 0 ? v : d; };
   const std::int64_t q_h = pick(p.q_stride_head, kQk), q_t = pick(p.q_stride_token, std::int64_t(H) * kQk),
                      q_b = pick(p.q_stride_batch, std::int64_t(Q) * H * kQk);
-  const std::int64_t kv_t = pick(p.kv_stride_token, kQk), kv_p = pick(p.kv_stride_page, P * kv_t);
+  const bool fp8ds = p.kv == DType::fp8ds;  // strides in bytes then
+  const std::int64_t kv_t = pick(p.kv_stride_token, fp8ds ? kFp8dsRow : kQk),
+                     kv_p = pick(p.kv_stride_page, P * kv_t);
   const std::int64_t bt_stride = p.block_table_stride ? p.block_table_stride : p.max_pages_per_seq;
   const std::int64_t ix_t = pick(p.indices_stride_token, p.topk), ix_b = pick(p.indices_stride_batch, Q * ix_t);
   const double q_scale = p.q_scale_ptr ? *p.q_scale_ptr : p.q_scale;
@@ -35,7 +52,10 @@ std::vector<double> reference_mla_decode(const MlaDecodeParams& p, std::vector<d
   const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<double> kv;
   auto load_row = [&](std::int64_t row, int j) {
-    for (int d = 0; d < kQk; ++d) kv[std::size_t(j) * kQk + d] = load_element(p.kv, p.kv_cache, row + d);
+    const unsigned char* bytes = static_cast<const unsigned char*>(p.kv_cache) + row;
+    for (int d = 0; d < kQk; ++d)
+      kv[std::size_t(j) * kQk + d] =
+          fp8ds ? fp8ds_row_value(bytes, d) : load_element(p.kv, p.kv_cache, row + d);
   };
   // Runs rows (t, h) for t in [t0, t1) over the n keys in `kv`; visible(t, j) says which each sees.
   auto run = [&](int b, int t0, int t1, int n, const std::function<bool(int, int)>& visible) {

@@ -19,6 +19,12 @@ namespace xqajit::testing {
 /// With params.attn_sink, out is scaled by 1 / (1 + exp(sink[h] - lse)).
 /// `lse` (when not null) receives [batch, q_len, num_heads]: ln sum exp(logits),
 /// +inf for a row with no visible key. Multithreaded.
+/// kv = fp8ds: each cached row is 656 bytes (strides in bytes), decoded by fp8ds_row_value
+/// (e4m3 latent value times its group's float32 scale, rounded to bf16 as FlashMLA's
+/// dequantisation does; the bf16 rope as it is).
+/// Value d (0..575) of one fp8ds row (656 bytes: 512 e4m3, 4 float32 scales, 64 bf16).
+double fp8ds_row_value(const unsigned char* row, int d);
+
 std::vector<double> reference_mla_decode(const MlaDecodeParams& host_params, std::vector<double>* lse = nullptr);
 
 }  // namespace xqajit::testing

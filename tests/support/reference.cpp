@@ -95,7 +95,8 @@ double load_element(DType dtype, const void* base, std::int64_t i) {
   switch (dtype) {
     case DType::fp16: return half_to_float(static_cast<const std::uint16_t*>(base)[i]);
     case DType::bf16: return bf16_to_float(static_cast<const std::uint16_t*>(base)[i]);
-    case DType::fp8: return e4m3_to_float(static_cast<const std::uint8_t*>(base)[i]);
+    case DType::fp8:
+    case DType::fp8ds: return e4m3_to_float(static_cast<const std::uint8_t*>(base)[i]);
   }
   return 0;
 }
@@ -104,7 +105,8 @@ void store_element(DType dtype, void* base, std::int64_t i, double v) {
   switch (dtype) {
     case DType::fp16: static_cast<std::uint16_t*>(base)[i] = float_to_half(static_cast<float>(v)); break;
     case DType::bf16: static_cast<std::uint16_t*>(base)[i] = float_to_bf16(static_cast<float>(v)); break;
-    case DType::fp8: static_cast<std::uint8_t*>(base)[i] = float_to_e4m3(static_cast<float>(v)); break;
+    case DType::fp8:
+    case DType::fp8ds: static_cast<std::uint8_t*>(base)[i] = float_to_e4m3(static_cast<float>(v)); break;
   }
 }
 

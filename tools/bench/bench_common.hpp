@@ -63,7 +63,9 @@ inline void fill_random(DeviceBuffer& buf, DType dt, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-2.f, 2.f);
   const int eb = dtype_bytes(dt);
   for (std::size_t i = 0; i < pattern_bytes / eb; ++i) {
-    if (dt == DType::fp8) {  // e4m3 codes with exponents 4..10: finite, no tiny subnormals
+    // e4m3 codes with exponents 4..10: finite, no tiny subnormals (fp8ds: its float32 scales,
+    // four such bytes, are finite too)
+    if (dt == DType::fp8 || dt == DType::fp8ds) {
       const unsigned r = rng();
       host[i] = static_cast<std::uint8_t>(((r & 1) << 7) | ((4 + (r >> 1) % 7) << 3) | ((r >> 4) & 7));
     } else {

@@ -86,6 +86,12 @@ int main(int argc, char** argv) {
     }
     shapes.push_back({16, 64, 8192, 1, bf, f8});
     shapes.push_back({128, 64, 8192, 1, bf, f8});
+    // DeepSeek-V3.2's fp8-with-scales cache (656-byte rows; the portable kernel): issue 31's
+    // dense target is H=16 at <= 0.6 x the bf16 cache's time.
+    for (int H : {16, 128}) {
+      shapes.push_back({H, 64, 8192, 1, bf, DType::fp8ds});
+      shapes.push_back({H, 128, 4096, 1, bf, DType::fp8ds});
+    }
     for (int i = 1; i + 1 < argc; ++i)
       if (std::strcmp(argv[i], "--shapes") == 0) shapes = parse_shapes(argv[i + 1]);
 
@@ -104,7 +110,8 @@ int main(int argc, char** argv) {
         MlaDecodeParams p;
         BenchPages pages(s.B, s.L, 64);
         pages.set_shape(p);
-        const std::size_t kv_bytes = pages.count * pages.page_size * 576 * dtype_bytes(s.kv);
+        const std::size_t row_bytes = s.kv == DType::fp8ds ? 656 : 576 * dtype_bytes(s.kv);
+        const std::size_t kv_bytes = pages.count * pages.page_size * row_bytes;
         const int rotate = static_cast<int>(std::clamp<std::size_t>((512u << 20) / kv_bytes + 1, 1, 8));
         pages.upload(p, rng);
         std::vector<DeviceBuffer> caches;
@@ -147,7 +154,7 @@ int main(int argc, char** argv) {
           p.kv_cache = caches[i % rotate].get();
           mla_decode(engine, p, stream.get());
         });
-        const double bytes = double(s.B) * s.L * 576 * dtype_bytes(s.kv);
+        const double bytes = double(s.B) * s.L * row_bytes;
         const double gbps = bytes / (us * 1e-6) / 1e9;
         const double tflops = 2.0 * s.B * s.q_len * s.H * double(s.L) * (576 + 512) / (us * 1e-6) / 1e12;
         // "64+m": 64 splits merged by a second launch (MlaDecodePlan::merge_launch).

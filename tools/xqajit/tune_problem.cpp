@@ -20,7 +20,7 @@ constexpr std::size_t kChunk = std::size_t{8} << 20;  // random bytes generated 
 // 127, e4m3 exponent 2..8 of bias 7 (never the NaN pattern S.1111.111).
 std::vector<unsigned char> random_bytes(DType type, std::size_t bytes, std::mt19937_64& rng) {
   std::vector<unsigned char> out(bytes);
-  if (type == DType::fp8) {
+  if (type == DType::fp8 || type == DType::fp8ds) {  // fp8ds: its scales are finite floats of such bytes
     for (auto& b : out) {
       const auto r = rng();
       b = static_cast<unsigned char>(((r & 1) << 7) | ((2 + (r >> 1) % 7) << 3) | ((r >> 8) & 7));
@@ -53,7 +53,8 @@ TuneProblem::TuneProblem(const detail::CudaApi& api, CUstream stream, const Kern
       static_cast<std::size_t>(batch) * s.q_len * (mla ? s.group * 576 : kTuneKvHeads * s.group * s.head_dim);
   const std::size_t out_bytes =
       mla ? static_cast<std::size_t>(batch) * s.q_len * s.group * 512 * 2 : q_elems * dtype_bytes(s.output);
-  const std::size_t kv_bytes = tokens * (mla ? 576 : kTuneKvHeads * s.head_dim) * dtype_bytes(s.kv);
+  const std::size_t kv_bytes =
+      tokens * (mla ? (s.kv == DType::fp8ds ? 656 : 576) : kTuneKvHeads * s.head_dim) * dtype_bytes(s.kv);
   const std::size_t need = q_elems * dtype_bytes(s.input) + out_bytes + kv_bytes * (mla ? 1 : 2) + pages * 4;
   if (need > free_bytes)
     throw Error(

@@ -29,7 +29,9 @@ struct MlaDecodeParams : LaunchKnobs {
   // --- tensors (device pointers, 16-byte aligned) ---
   const void* q = nullptr;         ///< [batch, q_len, num_heads, 576], `input` dtype
   void* out = nullptr;             ///< [batch, q_len, num_heads, 512], bf16
-  const void* kv_cache = nullptr;  ///< [num_pages, page_size, 576] latent rows, `kv` dtype
+  /// [num_pages, page_size, 576] latent rows, `kv` dtype; kv=fp8ds: [num_pages, page_size, 656]
+  /// bytes (DeepSeek-V3.2's rows: 512 e4m3, 4 float32 scales, 64 bf16 rope; strides in bytes)
+  const void* kv_cache = nullptr;
   const std::int32_t* block_table = nullptr;  ///< [batch, block_table_stride] page indices (dense; null when sparse)
   const std::int32_t* seq_lens = nullptr;     ///< [batch] keys per request (incl. the q_len new ones); 0 gives zeros
   /// [batch, q_len] packed bits (LSB first) over the last q_len keys; null with
@@ -56,7 +58,8 @@ struct MlaDecodeParams : LaunchKnobs {
   /// (-inf: no effect, +inf: zeros); the lse output does not include it.
   const float* attn_sink = nullptr;
 
-  // --- dtypes: fp8 Q + fp8 cache, bf16 Q + bf16 cache, or bf16 Q + fp8 cache ---
+  // --- dtypes: fp8 Q + fp8 cache, bf16 Q + bf16 cache, bf16 Q + fp8 cache, or bf16 Q + fp8ds
+  // cache (the fp8-with-scales rows; the portable backend only for now) ---
   DType input = DType::bf16;
   DType kv = DType::bf16;
 
@@ -72,12 +75,12 @@ struct MlaDecodeParams : LaunchKnobs {
   // --- strides (elements; 0 = contiguous default); the last axis is contiguous ---
   std::int64_t q_stride_batch = 0, q_stride_token = 0, q_stride_head = 0;
   std::int64_t out_stride_batch = 0, out_stride_token = 0, out_stride_head = 0;
-  std::int64_t kv_stride_page = 0, kv_stride_token = 0;  ///< e.g. a view into a larger pool
+  std::int64_t kv_stride_page = 0, kv_stride_token = 0;  ///< e.g. a pool view (fp8ds: bytes, x16)
 
   // --- scales: logits = q.k * sm_scale * q_scale * kv_scale; out = softmax.V * kv_scale ---
   float sm_scale = 0.f;       ///< required (> 0): DeepSeek-V3 uses 1/sqrt(192), not 1/sqrt(576)
   float q_scale = 1.f;        ///< dequantisation of an fp8 Q
-  float kv_scale = 1.f;       ///< dequantisation of an fp8 cache
+  float kv_scale = 1.f;       ///< dequantisation of an fp8 cache (fp8ds: on top of the rows' own scales)
   const float* q_scale_ptr = nullptr;   ///< device pointers win (graph replays can change them)
   const float* kv_scale_ptr = nullptr;
 };

@@ -12,7 +12,10 @@
 namespace xqajit {
 
 enum class Kind { gqa, mla };
-enum class DType { fp16, bf16, fp8 };  // fp8 is e4m3
+/// fp8 is e4m3. fp8ds (kind=mla caches only) is DeepSeek-V3.2's "fp8 with scales" row of
+/// 656 bytes: 512 e4m3 latent values, 4 float32 scales (one per 128), 64 bf16 rope values
+/// (xqajit/mla_args.h: XQAJIT_MLA_FP8DS_ROW_BYTES); such a cache's strides count bytes.
+enum class DType { fp16, bf16, fp8, fp8ds };
 
 /// Which implementation of a family runs. `automatic` resolves from the arch
 /// (hopper where the family has one and the arch is sm_90a, else portable);
@@ -93,6 +96,7 @@ std::vector<Backend> launch_backends(const KernelSpec& spec);
 /// of `specs` compiles.
 std::vector<KernelSpec> launch_variants(const std::vector<KernelSpec>& specs);
 DType parse_dtype(const std::string& field, const std::string& text);
+/// Bytes of one element (fp8ds: 1, its strides count bytes).
 int dtype_bytes(DType d);
 
 /// Throws SpecError naming the first invalid field. `supported_archs` (from
@@ -108,6 +112,7 @@ KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_
 ///   gqa_bf16_kvfp8_obf16_d128_p64_g8_q1_sw0_t64_portable_sm90a
 ///   gqa_bf16_kvbf16_obf16_d128_p64_g4_q8_sw0_t64_r8_hopper_sm90a  (cta_rows 8)
 ///   mla_bf16_kvbf16_obf16_d576_p64_g128_q2_sw0_t32_sparse_portable_sm90  (sparse MLA)
+///   mla_bf16_kvfp8ds_obf16_d576_p64_g64_q1_sw0_t32_sparse_portable_sm90  (DeepSeek-V3.2's cache)
 /// Normalizes (and so validates) first.
 std::string canonical_name(const KernelSpec& spec);
 

@@ -81,6 +81,42 @@ def test_mla_decode_with_new_arguments_refuses_cpu_tensors():
         xqajit.mla_decode(q, kv, indices=idx, sm_scale=SM, return_lse=True)
 
 
+# --- the fp8-with-scales cache (DeepSeek-V3.2, kv=fp8ds): 656-byte rows ---
+
+
+def fp8ds_cache(pages=10, page=64, pad_rows=0, dtype=torch.uint8, row_bytes=656):
+    """An fp8-with-scales cache; pad_rows > 0 pads each page as FlashMLA's quantiser does."""
+    return torch.zeros(pages, page + pad_rows, row_bytes, dtype=dtype)[:, :page]
+
+
+def test_fp8ds_cache_passes_python_and_library_checks():
+    q, _, bt, sl = make_mla_inputs(q_len=2)
+    for dt in (torch.uint8, torch.float8_e4m3fn):
+        xqajit.validate_mla_decode(q, fp8ds_cache(dtype=dt), bt, sl, sm_scale=SM)
+    # FlashMLA's [blocks, block_size, 1, 656] over pages of block_size + 1 rows.
+    xqajit.validate_mla_decode(q, fp8ds_cache(pad_rows=1).unsqueeze(2), bt, sl, sm_scale=SM)
+    qs, _, idx = sparse_inputs()
+    xqajit.validate_mla_decode(qs, fp8ds_cache(), indices=idx, lse=torch.empty(2, 2, 16), sm_scale=SM)
+    # The spec names the cache; auto is the portable kernel even on sm_90a.
+    s = xqajit.mla_decode_spec(q, fp8ds_cache(), arch="sm_90a")
+    assert s.name == "mla_bf16_kvfp8ds_obf16_d576_p64_g16_q2_sw0_t32_portable_sm90"
+    with pytest.raises(xqajit.SpecError, match=r"backend=hopper.*kv=fp8ds"):
+        xqajit.mla_decode_spec(q, fp8ds_cache(), arch="sm_90a", backend="hopper")
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda q: (q.to(torch.float8_e4m3fn), fp8ds_cache()),
+     r"kv_cache is an fp8-with-scales cache \(656-byte rows\): it needs a bf16 q, got fp8"),
+    (lambda q: (q, fp8ds_cache(dtype=torch.bfloat16)), r"kv_cache has 656 values per row of dtype torch.bfloat16"),
+    (lambda q: (q, fp8ds_cache(row_bytes=664)[..., :656]), r"kv_stride_token = 664 must be a multiple of 16"),
+    (lambda q: (q, fp8ds_cache(row_bytes=600)), r"kv_cache has 600 values per row: MLA decode takes 576 \(or"),
+])
+def test_bad_fp8ds_cache_is_named(make, match):
+    q, _, bt, sl = make_mla_inputs(q_len=2)
+    q, kv = make(q)
+    refused(match, q, kv, bt, sl)
+
+
 # --- xqajit.flash_mla: FlashMLA's API ---
 
 
@@ -105,7 +141,7 @@ def test_get_mla_metadata_takes_any_arguments():
     (dict(extra_indices_in_kvcache=torch.zeros(1)), r"extra_indices_in_kvcache is not supported"),
     (dict(extra_topk_length=torch.zeros(1)), r"extra_topk_length is not supported"),
     (dict(head_dim_v=576), r"head_dim_v = 576: must be 512"),
-    (dict(is_fp8_kvcache=True), r"is_fp8_kvcache = True: the fp8-with-scales cache"),
+    (dict(is_fp8_kvcache=True), r"k_cache is torch.bfloat16 with 576 values per row: with is_fp8_kvcache=True"),
     (dict(tile_scheduler_metadata=None), r"tile_scheduler_metadata must be the FlashMLASchedMeta"),
     (dict(topk_length=torch.zeros(2, dtype=torch.int32)), r"topk_length must be None for dense"),
     (dict(block_table=None), r"block_table must be given for dense attention"),
@@ -115,6 +151,23 @@ def test_flash_mla_names_what_it_cannot_take(kw, match):
     args.update(kw)
     with pytest.raises(xqajit.ArgumentError, match=match):
         flash_mla.flash_mla_with_kvcache(**args)
+
+
+def test_flash_mla_takes_the_fp8_with_scales_cache():
+    for topk in (None, 64):  # dense and sparse
+        args = flash_args(topk=topk)
+        args["k_cache"] = fp8ds_cache(pad_rows=1, dtype=torch.float8_e4m3fn).unsqueeze(2)
+        # Past every check of the arguments: the CPU tensors are what stops it.
+        with pytest.raises(xqajit.ArgumentError, match="q is a CPU tensor"):
+            flash_mla.flash_mla_with_kvcache(**args, is_fp8_kvcache=True)
+        with pytest.raises(xqajit.ArgumentError, match=r"is_fp8_kvcache = False but k_cache is torch.float8_e4m3fn "
+                                                       r"with 656 values per row"):
+            flash_mla.flash_mla_with_kvcache(**dict(args, tile_scheduler_metadata=flash_mla.get_mla_metadata()[0]))
+        # The metadata records the cache format, as FlashMLA's does.
+        bf16 = flash_args(topk=topk)
+        bf16["tile_scheduler_metadata"] = args["tile_scheduler_metadata"]
+        with pytest.raises(xqajit.ArgumentError, match=r"initialised for other arguments \(is_fp8_kvcache differ"):
+            flash_mla.flash_mla_with_kvcache(**bf16)
 
 
 def test_flash_mla_sparse_refuses_causal_and_checks_its_metadata():

@@ -134,3 +134,94 @@ def test_sparse_graph_replays_with_new_indices():
                 for b in range(B)]
         want, want_lse = reference(q, kv.view(-1, QK), keys, sm)
         check(out, lse.transpose(1, 2), want, want_lse)
+
+
+# --- the fp8-with-scales cache (is_fp8_kvcache=True, DeepSeek-V3.2's 656-byte rows) ---
+# Built the way FlashMLA's tests/quant.py describes the format: per row, 512 e4m3 values
+# quantised in 4 tiles of 128 with a power-of-two scale (amax / 448 rounded up to 2^k), the
+# 4 float32 scales, then the 64 rope values as bf16; pages padded by one row. `jitter` > 0
+# multiplies the scales by random factors in [1, 1 + jitter) (any float scale, more e4m3
+# subnormals). The reference reads the same bytes back: e4m3 x scale rounded to bf16.
+
+def quantize_fp8ds(kv, g, jitter=0.0):
+    """kv bf16 [pages, page, 576] (NaN rows stay NaN) -> float8_e4m3fn [pages, page, 1, 656]."""
+    pages, page, _ = kv.shape
+    raw = torch.empty(pages, page + 1, 656, dtype=torch.uint8, device=kv.device)[:, :page]
+    nope = kv[..., :V].float().view(pages, page, 4, 128)
+    scale = torch.pow(2, torch.clamp_min(nope.abs().amax(-1) / 448.0, 1e-4).log2().ceil())
+    if jitter:
+        scale = scale * (1 + jitter * torch.rand(scale.shape, generator=g)).to(scale.device)
+    raw[..., :V] = (nope / scale[..., None]).view(pages, page, V).to(torch.float8_e4m3fn).view(torch.uint8)
+    raw[..., V:V + 16].view(torch.float32)[:] = scale
+    raw[..., V + 16:].view(torch.bfloat16)[:] = kv[..., V:]
+    return raw.view(torch.float8_e4m3fn).unsqueeze(2)
+
+
+def dequantize_fp8ds(cache):
+    """[pages, page, 1, 656] -> float64 [pages * page, 576]: what the cache means."""
+    raw = cache.view(torch.uint8).squeeze(2).reshape(-1, 656)
+    nope = raw[:, :V].view(torch.float8_e4m3fn).float().view(-1, 4, 128)
+    scale = raw[:, V:V + 16].contiguous().view(torch.float32)
+    latent = (nope * scale[..., None]).view(-1, V).bfloat16().to(torch.float64)
+    rope = raw[:, V + 16:].contiguous().view(torch.bfloat16).to(torch.float64)
+    return torch.cat([latent, rope], dim=-1)
+
+
+@pytest.mark.parametrize("h_q,s_q,topk,sinks,lengths,jitter", [(128, 2, 2048, False, False, 0.0),
+                                                                (64, 1, 512, True, True, 0.0),
+                                                                (16, 2, 100, True, False, 1.0),
+                                                                (32, 3, 64, False, True, 3.0)])
+def test_fp8_kvcache_sparse_matches_reference(h_q, s_q, topk, sinks, lengths, jitter):
+    g = torch.Generator().manual_seed(h_q * 13 + topk)
+    B, P, pages = 3, 64, 40
+    slots = pages * P
+    idx = torch.randint(0, slots, (B, s_q, topk), generator=g, dtype=torch.int32)
+    r = torch.rand(B, s_q, topk, generator=g)
+    idx[r < 0.1] = -1
+    idx[(r >= 0.1) & (r < 0.13)] = slots + 5
+    idx[(r >= 0.13) & (r < 0.2)] = idx[0, 0, 0]
+    idx[B - 1, 0] = -1
+    n = torch.randint(0, topk + 1, (B,), generator=g, dtype=torch.int32) if lengths else None
+    valid = idx[(idx >= 0) & (idx < slots)].tolist()
+    cache = quantize_fp8ds(random_cache(pages, P, set(valid), g).squeeze(2), g, jitter)  # NaN where unused
+    q = torch.randn(B, s_q, h_q, QK, generator=g).bfloat16().cuda()
+    sink = (torch.rand(h_q, generator=g) * 4 - 2).cuda() if sinks else None
+    sm = 192 ** -0.5
+    meta, _ = flash_mla.get_mla_metadata()
+    out, lse = flash_mla.flash_mla_with_kvcache(q, cache, None, None, 512, meta, softmax_scale=sm,
+                                                is_fp8_kvcache=True, indices=idx.cuda(),
+                                                topk_length=None if n is None else n.cuda(), attn_sink=sink)
+    keys = [[[s for k, s in enumerate(idx[b, t].tolist()) if 0 <= s < slots and (n is None or k < n[b])]
+             for t in range(s_q)] for b in range(B)]
+    want, want_lse = reference(q, dequantize_fp8ds(cache), keys, sm, sink)
+    assert out.shape == (B, s_q, h_q, V) and lse.shape == (B, h_q, s_q)
+    check(out, lse, want, want_lse)
+    # xqajit.mla_decode takes the same cache as raw bytes too.
+    out2, lse2 = xqajit.mla_decode(q, cache.view(torch.uint8).squeeze(2), indices=idx.cuda(),
+                                   topk_length=None if n is None else n.cuda(), sm_scale=sm, return_lse=True,
+                                   attn_sink=sink)
+    assert torch.equal(out2, out) and torch.equal(lse2.transpose(1, 2), lse)
+
+
+@pytest.mark.parametrize("causal,s_q,jitter", [(True, 2, 0.0), (False, 2, 2.0), (False, 1, 0.0)])
+def test_fp8_kvcache_dense_matches_reference(causal, s_q, jitter):
+    g = torch.Generator().manual_seed(23 + s_q)
+    B, H, P = 3, 16, 64
+    lens = [900, 0, 131]
+    max_pages = 15
+    table = torch.randperm(B * max_pages, generator=g).to(torch.int32).view(B, max_pages)
+    used = {int(table[b, j // P]) * P + j % P for b in range(B) for j in range(lens[b])}
+    cache = quantize_fp8ds(random_cache(B * max_pages, P, used, g).squeeze(2), g, jitter)
+    q = torch.randn(B, s_q, H, QK, generator=g).bfloat16().cuda()
+    meta, _ = flash_mla.get_mla_metadata()
+    seqlens = torch.tensor(lens, dtype=torch.int32).cuda()
+    out, lse = flash_mla.flash_mla_with_kvcache(q, cache, table.cuda(), seqlens, 512, meta, causal=causal,
+                                                is_fp8_kvcache=True)
+    keys = [[[int(table[b, j // P]) * P + j % P for j in range(lens[b])
+              if not causal or j <= lens[b] - s_q + t] for t in range(s_q)] for b in range(B)]
+    want, want_lse = reference(q, dequantize_fp8ds(cache), keys, QK ** -0.5)
+    check(out, lse, want, want_lse)
+    # A second call on the same metadata (FlashMLA's reuse) gives the same answer.
+    out2, lse2 = flash_mla.flash_mla_with_kvcache(q, cache, table.cuda(), seqlens, 512, meta, causal=causal,
+                                                  is_fp8_kvcache=True)
+    assert torch.equal(out2, out) and torch.equal(lse2, lse)

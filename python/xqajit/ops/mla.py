@@ -16,8 +16,8 @@ from typing import Optional
 import torch
 
 from .. import _library
-from .._tensors import (BF16, DTYPE_NAME, FP8, current_stream, dtype_code, fail, lse_arg, new_lse, optional_ptr,
-                        paged_table, require_cuda, require_tensor, same_device, scale_arg, strides_for)
+from .._tensors import (BF16, DTYPE_NAME, FP8, FP8DS, current_stream, dtype_code, fail, lse_arg, new_lse,
+                        optional_ptr, paged_table, require_cuda, require_tensor, same_device, scale_arg, strides_for)
 from . import _fast
 from ._abi import MLA_DECODE_ARGS
 from ._fast import OP_MLA
@@ -34,6 +34,10 @@ _is_compiling = torch.compiler.is_compiling  # dynamo folds it to True while tra
 _PACK = MLA_DECODE_ARGS.packer.pack_into
 _SIZE = MLA_DECODE_ARGS.size
 QK_DIM, V_DIM = 576, 512  # a latent row: 512 latent + 64 rope values; V is its first 512
+# DeepSeek-V3.2's "fp8 with scales" row (kv=fp8ds): 512 e4m3 latent values, 4 float32 scales (one
+# per 128 values, multiplied), 64 bf16 rope values; FlashMLA's is_fp8_kvcache=True layout.
+FP8DS_ROW_BYTES = 656
+_FP8DS_DTYPES = (torch.uint8, torch.float8_e4m3fn)
 BACKENDS = {"auto": 0, "portable": 1, "hopper": 2}  # XqajitBackend
 _MASK_DTYPES = (torch.int32, torch.uint32) if hasattr(torch, "uint32") else (torch.int32,)
 
@@ -53,6 +57,24 @@ def _sm_scale(value) -> float:
 TAIL_FIELDS = ("topk", "indices", "topk_length", "lse", "attn_sink", "indices_stride_batch",
                "indices_stride_token", "lse_stride_batch", "lse_stride_token", "lse_stride_head")
 _DENSE_TAIL = (0,) * len(TAIL_FIELDS)
+
+
+def _kv_code(kv_cache: torch.Tensor, input_code: int) -> int:
+    """The cache's XqajitDType: by its dtype, or FP8DS for rows of FP8DS_ROW_BYTES bytes."""
+    row = kv_cache.shape[-1]
+    if row == FP8DS_ROW_BYTES:
+        if kv_cache.dtype not in _FP8DS_DTYPES:
+            fail(_OP, "kv_cache", f"has {row} values per row of dtype {kv_cache.dtype}: a {FP8DS_ROW_BYTES}-byte "
+                                  "fp8-with-scales row (512 e4m3, 4 float32 scales, 64 bf16) is torch.uint8 or "
+                                  "torch.float8_e4m3fn")
+        if input_code != BF16:
+            fail(_OP, "kv_cache", f"is an fp8-with-scales cache ({FP8DS_ROW_BYTES}-byte rows): it needs a bf16 q, "
+                                  f"got {DTYPE_NAME[input_code]}")
+        return FP8DS
+    if row != QK_DIM:
+        fail(_OP, "kv_cache", f"has {row} values per row: MLA decode takes {QK_DIM} (or the {FP8DS_ROW_BYTES} "
+                              "bytes of an fp8-with-scales row)")
+    return dtype_code(_OP, "kv_cache", kv_cache, (BF16, FP8) if input_code == BF16 else (FP8,))
 
 
 def _sparse_tail(indices, topk_length, lse, attn_sink, batch, q_len, heads, device, ptr):
@@ -119,10 +141,8 @@ def mla_decode_args(q, kv_cache, block_table, seq_lens, out, *, sm_scale, q_scal
         kv_dims = (0, 1)
     else:
         fail(_OP, "kv_cache", f"has shape {tuple(ks)}: expected [num_pages, page_size, {QK_DIM}] "
-                              f"(or [num_pages, page_size, 1, {QK_DIM}])")
-    if ks[-1] != QK_DIM:
-        fail(_OP, "kv_cache", f"has {ks[-1]} values per row: MLA decode takes {QK_DIM}")
-    kv_code = dtype_code(_OP, "kv_cache", kv_cache, (BF16, FP8) if input_code == BF16 else (FP8,))
+                              f"(or [num_pages, page_size, 1, {QK_DIM}]; {FP8DS_ROW_BYTES} bytes for fp8-with-scales)")
+    kv_code = _kv_code(kv_cache, input_code)
     same_device(_OP, "kv_cache", kv_cache, device)
     kv_str = strides_for(_OP, "kv_cache", ks, kv_cache.stride(), kv_dims)
     num_pages, page_size = ks[0], ks[1]
@@ -189,7 +209,11 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: Optional[to
 
     q: [batch, q_len, H, 576] or [batch, H, 576], bf16 or fp8 e4m3 (H 16/32/64/128,
     q_len 1-4). kv_cache: [num_pages, page_size, 576] (or [..., 1, 576]) latent rows,
-    bf16 or fp8 (page_size 32/64); K is the whole row, V its first 512 values.
+    bf16 or fp8 (page_size 32/64); K is the whole row, V its first 512 values. With a
+    bf16 q the cache may also hold DeepSeek-V3.2's fp8-with-scales rows (FlashMLA's
+    is_fp8_kvcache layout): uint8 or float8_e4m3fn [num_pages, page_size, 656], each row
+    512 e4m3 latent values, 4 float32 scales (one per 128 values) and 64 bf16 rope values;
+    its row strides must be multiples of 16 bytes (the portable kernel runs it).
     block_table: int32 [batch, max_pages]; seq_lens: int32 [batch], the keys of each
     request including its q_len new ones (0 gives zeros). sm_scale: the softmax
     scale, required (DeepSeek-V3: 1/sqrt(192), not 1/sqrt(576)). q_scale, kv_scale:
@@ -322,7 +346,7 @@ def mla_decode_spec(q: torch.Tensor, kv_cache: torch.Tensor, *, backend: str = "
     if q.dim() not in (3, 4) or q.shape[-1] != QK_DIM:
         fail(_OP, "q", f"has shape {tuple(q.shape)}: expected [batch, q_len, num_heads, {QK_DIM}]")
     input_code = dtype_code(_OP, "q", q, (BF16, FP8))
-    kv_code = dtype_code(_OP, "kv_cache", kv_cache, (BF16, FP8) if input_code == BF16 else (FP8,))
+    kv_code = _kv_code(kv_cache, input_code)
     if backend not in BACKENDS:
         fail(_OP, "backend", f"= {backend!r}: allowed 'auto', 'portable', 'hopper'")
     if arch is None:
