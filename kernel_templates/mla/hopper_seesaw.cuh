@@ -179,14 +179,16 @@ __device__ __forceinline__ float exp_base(float m) { return m == -__int_as_float
 // What a step knows of its tiles (a = 2j, b = a + 1) and of the next two, which it
 // refills: which exist, the next tiles' barrier parity, and (the issuing thread) their
 // page ids, read at the step's start so the table's latency hides under the softmax.
+// kSteady: the steady step's, where all of them exist (seesaw_split).
+template <bool kSteady>
 struct SeesawStep {
   bool has_b, has_a2, has_b2;
   u32 next_parity;
   int ids_a2[TmaTileLoader::kPagesPerTile], ids_b2[TmaTileLoader::kPagesPerTile];
   __device__ SeesawStep(const TmaTileLoader& tma, const SeesawSplit& sp, int a, bool issuer)
-      : has_b(a + 1 < sp.num_tiles),
-        has_a2(a + 2 < sp.num_tiles),
-        has_b2(a + 3 < sp.num_tiles),
+      : has_b(kSteady || a + 1 < sp.num_tiles),
+        has_a2(kSteady || a + 2 < sp.num_tiles),
+        has_b2(kSteady || a + 3 < sp.num_tiles),
         next_parity(((a >> 1) + 1) & 1) {
     if (issuer) tma.pages(a + 2, ids_a2), tma.pages(a + 3, ids_b2);
   }
@@ -200,8 +202,7 @@ __device__ __forceinline__ void wg0_step(float (&s)[8][4], RowState& st, const S
                                          int rt, int lane) {
   const int tid_wg = rt * 32 + lane, r0 = rt * 16 + (lane >> 2);
   const bool issuer = tid_wg == 0;
-  const SeesawStep step(tma, sp, a, issuer);
-  const bool has_b = kSteady || step.has_b, has_a2 = kSteady || step.has_a2, has_b2 = kSteady || step.has_b2;
+  const SeesawStep<kSteady> step(tma, sp, a, issuer);
   float(&o)[kWgDims / 2] = reinterpret_cast<float(&)[kWgDims / 2]>(st.acc);
 
   // softmax(S_a) against the running max: max0, scale0.
@@ -247,7 +248,7 @@ __device__ __forceinline__ void wg0_step(float (&s)[8][4], RowState& st, const S
 
   // Warpgroup 1's max1 -> P_a for its P V, and our O onto max1.
   named_barrier_sync(kScale1Ready, kThreads);
-  if (issuer && has_a2) tma.issue_cols<0, kVBlocks>(step.ids_a2, sm.buf[0], sm.bar(0));  // blocks 0-3 of buf0 are read
+  if (issuer && step.has_a2) tma.issue_cols<0, kVBlocks>(step.ids_a2, sm.buf[0], sm.bar(0));  // blocks 0-3 of buf0 are read
   const float scale1[2] = {sm.scale1[r0], sm.scale1[r0 + 8]};
   pack_p(pa, s, scale1);
   store_p(sm.base + kP0Off, pa, rt, lane);
@@ -259,7 +260,7 @@ __device__ __forceinline__ void wg0_step(float (&s)[8][4], RowState& st, const S
 
   // O0 += P_b V_b[:, :256], under the next S.
   named_barrier_sync(kP1Ready, kThreads);
-  if (has_b) {
+  if (step.has_b) {
     const int valid_b = valid_a - kTile;
     if (!kSteady && valid_b < kTile) {
       zero_cols_tail<0, kVBlocks>(sm.buf_ptr(1), valid_b, tid_wg);
@@ -272,13 +273,13 @@ __device__ __forceinline__ void wg0_step(float (&s)[8][4], RowState& st, const S
     wgmma_commit();
   }
   float(&d)[32] = reinterpret_cast<float(&)[32]>(s);
-  if (has_a2) {
+  if (step.has_a2) {
     zero_scores(s);
     qk_blocks<0, kVBlocks>(d, sm.q, q8, sm.buf[0], sm.bar(0), step.next_parity);
   }
   wgmma_wait<kVBlocks>();  // P_b V_b is done (has_b2 implies S's 4 groups after it): buf1's blocks 0-3 are free
-  if (issuer && has_b2) tma.issue_cols<0, kVBlocks>(step.ids_b2, sm.buf[1], sm.bar(1));
-  if (has_a2) {
+  if (issuer && step.has_b2) tma.issue_cols<0, kVBlocks>(step.ids_b2, sm.buf[1], sm.bar(1));
+  if (step.has_a2) {
     qk_blocks<kVBlocks, kColBlocks>(d, sm.q, q8, sm.buf[0], sm.bar(0), step.next_parity);
   }
   wgmma_wait<0>();
@@ -293,14 +294,13 @@ __device__ __forceinline__ void wg1_step(float (&s)[8][4], RowState& st, const S
                                          int rt, int lane) {
   const int tid_wg = rt * 32 + lane, r0 = rt * 16 + (lane >> 2);
   const bool issuer = tid_wg == 0;
-  const SeesawStep step(tma, sp, a, issuer);
-  const bool has_b = kSteady || step.has_b, has_a2 = kSteady || step.has_a2, has_b2 = kSteady || step.has_b2;
+  const SeesawStep<kSteady> step(tma, sp, a, issuer);
   float(&o)[kWgDims / 2] = reinterpret_cast<float(&)[kWgDims / 2]>(st.acc);
 
   // softmax(S_b) against max0: max1, scale1; O1 and the sums onto max1.
   const int start_b = sp.split_begin + (a + 1) * kTile;
   float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)};
-  if (has_b) {
+  if (step.has_b) {
     scale_and_mask(s, start_b, !kSteady && tile_needs_mask(start_b, sp.split_end, sp.draft_begin), sp.split_end,
                    sp.draft_begin, st.bits, sp.logit_scale_log2, lane & 3);
     quad_tile_max(s, m);
@@ -320,13 +320,13 @@ __device__ __forceinline__ void wg1_step(float (&s)[8][4], RowState& st, const S
 #pragma unroll
     for (int h = 0; h < 2; ++h) sm.max[r0 + 8 * h] = m[h], sm.scale1[r0 + 8 * h] = scale1[h];
   named_barrier_arrive(kScale1Ready, kThreads);
-  if (has_b) exponentiate(s, base, sum);
+  if (step.has_b) exponentiate(s, base, sum);
 #pragma unroll
   for (int h = 0; h < 2; ++h) st.row_sum[h] = st.row_sum[h] * carry[h] + sum[h];
   rescale_rows(st.acc, carry);
 
   // P_b -> shared memory for warpgroup 0; O1 += P_b V_b[:, 256:].
-  if (has_b) {
+  if (step.has_b) {
     u32 pa[4][4];
     const float one[2] = {1.f, 1.f};
     pack_p(pa, s, one);
@@ -356,13 +356,13 @@ __device__ __forceinline__ void wg1_step(float (&s)[8][4], RowState& st, const S
   named_barrier_arrive(kP1Ready, kThreads);
 
   wgmma_wait<1>();  // P_b V_b is done: buf1's blocks 4-8 are free
-  if (issuer && has_b2) tma.issue_cols<kVBlocks, kColBlocks>(step.ids_b2, sm.buf[1], sm.bar(1));
+  if (issuer && step.has_b2) tma.issue_cols<kVBlocks, kColBlocks>(step.ids_b2, sm.buf[1], sm.bar(1));
   wgmma_wait<0>();  // P_a V_a is done: buf0's blocks 4-8 are free
-  if (issuer && has_a2) tma.issue_cols<kVBlocks, kColBlocks>(step.ids_a2, sm.buf[0], sm.bar(0));
+  if (issuer && step.has_a2) tma.issue_cols<kVBlocks, kColBlocks>(step.ids_a2, sm.buf[0], sm.bar(0));
   wgmma_pin(o);
 
   float(&d)[32] = reinterpret_cast<float(&)[32]>(s);
-  if (has_b2) {  // S_b+2: the blocks refilled first, first
+  if (step.has_b2) {  // S_b+2: the blocks refilled first, first
     zero_scores(s);
     qk_blocks<kVBlocks, kColBlocks>(d, sm.q, q8, sm.buf[1], sm.bar(1), step.next_parity);
     qk_blocks<0, kVBlocks>(d, sm.q, q8, sm.buf[1], sm.bar(1), step.next_parity);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -51,7 +52,7 @@ ErrorTable& stats() {
   return s;
 }
 // Split cases, by where their partials merged.
-int merged_by_last_cta = 0, merged_by_launch = 0;
+int merged_by_last_cta = 0, merged_by_launch = 0, merged_in_cluster = 0;
 
 double check_output(MlaProblem& pr, cudaStream_t stream) {
   XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream));
@@ -62,7 +63,9 @@ double check_output(MlaProblem& pr, cudaStream_t stream) {
 
 double run_and_check(MlaProblem& pr, cudaStream_t stream) {
   const MlaDecodePlan plan = mla_decode_plan(pr.dev, device());
-  if (plan.num_splits > 1) ++(plan.merge_launch ? merged_by_launch : merged_by_last_cta);
+  // (a split cluster falls back to the last CTA where the device cannot hold every cluster)
+  if (plan.num_splits > 1)
+    ++(plan.merge_launch ? merged_by_launch : plan.split_cluster > 1 ? merged_in_cluster : merged_by_last_cta);
   pr.d_out.fill(0xff);  // NaN in bf16
   mla_decode(engine(), pr.dev, stream);
   XQAJIT_CUDART_CHECK(cudaGetLastError());
@@ -99,6 +102,18 @@ MlaCase random_case(Backend backend, int i) {
   c.num_splits = pick({0, 0, 0, 1, 2, 7, 16});
   random_scales(c, rng());
   return c;
+}
+
+// q_len 2 over 64 heads (128 rows) with a mask, pages of 32, shared prefix pages, padded
+// strides and device scales.
+void with_awkward_layouts(MlaCase& c) {
+  c.heads = 64;
+  c.q_len = 2;
+  c.explicit_mask = true;
+  c.page_size = 32;
+  c.shared_prefix_pages = 2;
+  c.padded = true;
+  c.scale_ptrs = true;
 }
 
 void prewarm(const std::vector<MlaCase>& cases) {
@@ -140,13 +155,7 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     seesaw.seq_lens = {4100, 777, 0, 1500, 64};
     seesaw.num_splits = 1;
     cases.push_back(seesaw);
-    seesaw.heads = 64;
-    seesaw.q_len = 2;
-    seesaw.explicit_mask = true;
-    seesaw.page_size = 32;
-    seesaw.shared_prefix_pages = 2;
-    seesaw.padded = true;
-    seesaw.scale_ptrs = true;
+    with_awkward_layouts(seesaw);
     seesaw.seq_lens = {2000, 3333};
     seesaw.num_splits = 2;
     cases.push_back(seesaw);
@@ -156,20 +165,13 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     empty.num_splits = 4;
     cases.push_back(empty);
   }
-  const bool fp8 = device().cc_major * 10 + device().cc_minor >= 89;
-  if (fp8) {  // the fp8-with-scales cache (portable): a long split request, then the awkward layouts
+  if (device_has_fp8()) {  // the fp8-with-scales cache (portable): a long split request, then the awkward layouts
     MlaCase ds;
     ds.kv = DType::fp8ds;
     ds.heads = 128;
     ds.seq_lens = {20001};
     cases.push_back(ds);
-    ds.heads = 64;
-    ds.q_len = 2;
-    ds.explicit_mask = true;
-    ds.page_size = 32;
-    ds.shared_prefix_pages = 2;
-    ds.padded = true;
-    ds.scale_ptrs = true;
+    with_awkward_layouts(ds);
     ds.kv_scale = 0.7f;
     ds.seq_lens = {2000, 0, 3333, 17};
     ds.num_splits = 2;
@@ -178,10 +180,11 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
   prewarm(cases);
   for_each_problem<MlaProblem>(cases, run_and_check);
   stats().print("backend q/kv", "mla");
-  std::fprintf(stderr, "split cases merged by the last CTA: %d, by a merge launch: %d\n", merged_by_last_cta,
-               merged_by_launch);
-  CHECK(merged_by_last_cta > 0);  // both merges ran
+  std::fprintf(stderr, "split cases merged by the last CTA: %d, by a merge launch: %d, in a cluster: %d\n",
+               merged_by_last_cta, merged_by_launch, merged_in_cluster);
+  CHECK(merged_by_last_cta > 0);  // every merge ran
   CHECK(merged_by_launch > 0);
+  if (std::find(backends().begin(), backends().end(), Backend::hopper) != backends().end()) CHECK(merged_in_cluster > 0);
 }
 
 TEST_CASE("mla split-KV counters reset themselves across launches", "[gpu][mla]") {

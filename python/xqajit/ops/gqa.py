@@ -205,12 +205,7 @@ def decode(q: torch.Tensor, k_cache: Optional[torch.Tensor] = None, v_cache: Opt
             _library.raise_last_error(status)
     fast_args = (q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale, out_scale,
                  sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle)
-    if kv_cache is not None:
-        if k_cache is not None or v_cache is not None:
-            fail(_OP, "kv_cache", "was given with k_cache/v_cache: pass either the combined cache or both halves")
-        k_cache = kv_cache
-    elif k_cache is None or v_cache is None:
-        fail(_OP, "k_cache" if k_cache is None else "v_cache", "is missing: pass k_cache and v_cache, or kv_cache=")
+    k_cache = _one_cache_form(k_cache, v_cache, kv_cache)
     if compiling:
         torch.ops.xqajit.decode(out, q, k_cache, v_cache, block_table, seq_lens, workspace, sinks, spec_mask,
                                 *_op_scales(q_scale, kv_scale, out_scale), int(sliding_window), kv_layout,
@@ -223,18 +218,24 @@ def decode(q: torch.Tensor, k_cache: Optional[torch.Tensor] = None, v_cache: Opt
     return out
 
 
+def _one_cache_form(k_cache, v_cache, kv_cache):
+    """The K cache decode() reads: the combined kv_cache, or k_cache beside v_cache (never both forms)."""
+    if kv_cache is not None:
+        if k_cache is not None or v_cache is not None:
+            fail(_OP, "kv_cache", "was given with k_cache/v_cache: pass either the combined cache or both halves")
+        return kv_cache
+    if k_cache is None or v_cache is None:
+        fail(_OP, "k_cache" if k_cache is None else "v_cache", "is missing: pass k_cache and v_cache, or kv_cache=")
+    return k_cache
+
+
 def _run_with_lse(q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale, out_scale,
                   sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle, lse):
     """decode() with the lse output: every argument checked on every call."""
     if _is_compiling():
         fail(_OP, "lse", "is not supported under torch.compile yet: call xqajit.decode eagerly "
                          "(CUDA graph capture works)")
-    if kv_cache is not None:
-        if k_cache is not None or v_cache is not None:
-            fail(_OP, "kv_cache", "was given with k_cache/v_cache: pass either the combined cache or both halves")
-        k_cache = kv_cache
-    elif k_cache is None or v_cache is None:
-        fail(_OP, "k_cache" if k_cache is None else "v_cache", "is missing: pass k_cache and v_cache, or kv_cache=")
+    k_cache = _one_cache_form(k_cache, v_cache, kv_cache)
     if lse is None:
         require_tensor(_OP, "q", q)
         lse = new_lse(q)
