@@ -140,7 +140,7 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     lone.kv_scale = 0.2f;
     lone.seq_lens = {20001};
     cases.push_back(lone);
-    MlaCase pair;  // two splits of 16 rows: the last CTA merges (32 split rows)
+    MlaCase pair;  // two splits of 16 rows: the last CTA merges (32 split rows; hopper: the split cluster)
     pair.backend = b;
     pair.seq_lens = {3000, 700};
     pair.num_splits = 2;
