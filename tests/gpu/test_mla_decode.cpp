@@ -182,9 +182,13 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
   stats().print("backend q/kv", "mla");
   std::fprintf(stderr, "split cases merged by the last CTA: %d, by a merge launch: %d, in a cluster: %d\n",
                merged_by_last_cta, merged_by_launch, merged_in_cluster);
-  CHECK(merged_by_last_cta > 0);  // every merge ran
+  // Every merge ran: the last CTA's on the portable backend (hopper merges two splits in a
+  // cluster and more in a merge launch), the cluster's on hopper.
+  const std::vector<Backend> ran = backends();
+  const auto runs = [&](Backend b) { return std::find(ran.begin(), ran.end(), b) != ran.end(); };
+  if (runs(Backend::portable)) CHECK(merged_by_last_cta > 0);
+  if (runs(Backend::hopper)) CHECK(merged_in_cluster > 0);
   CHECK(merged_by_launch > 0);
-  if (std::find(backends().begin(), backends().end(), Backend::hopper) != backends().end()) CHECK(merged_in_cluster > 0);
 }
 
 TEST_CASE("mla split-KV counters reset themselves across launches", "[gpu][mla]") {
