@@ -6,6 +6,8 @@
 //   bench_mla [--only "A|B"]   (prints a table; JSON lines to stderr)
 //   bench_mla --shapes "H B L q_len in/kv [splits]|..."   (these shapes instead of the list;
 //             splits 0 or absent = the launcher's choice: fixed costs vs steps vs merges)
+//   bench_mla --extras [lse|sink|both]   (every launch also writes lse and/or applies attention
+//             sinks: their cost; default both)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -92,8 +94,15 @@ int main(int argc, char** argv) {
       shapes.push_back({H, 64, 8192, 1, bf, DType::fp8ds});
       shapes.push_back({H, 128, 4096, 1, bf, DType::fp8ds});
     }
-    for (int i = 1; i + 1 < argc; ++i)
-      if (std::strcmp(argv[i], "--shapes") == 0) shapes = parse_shapes(argv[i + 1]);
+    bool with_lse = false, with_sink = false;  // optional outputs on every launch
+    for (int i = 1; i < argc; ++i) {
+      if (i + 1 < argc && std::strcmp(argv[i], "--shapes") == 0) shapes = parse_shapes(argv[i + 1]);
+      if (std::strcmp(argv[i], "--extras") == 0) {
+        const std::string which = i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1] : "both";
+        with_lse = which != "sink";
+        with_sink = which != "lse";
+      }
+    }
 
     std::vector<Backend> backends = backends_for(Kind::mla, info.best_arch());
     Options opts = Options::from_env();
@@ -134,11 +143,24 @@ int main(int argc, char** argv) {
         p.kv_scale = s.kv == f8 ? 0.1f : 1.f;
         p.backend = backend;
         p.num_splits = s.splits;
+        DeviceBuffer d_lse, d_sink;
+        if (with_lse) {
+          d_lse = DeviceBuffer(std::size_t(s.B) * s.q_len * s.H * sizeof(float));
+          p.lse = d_lse.get<float>();
+        }
+        if (with_sink) {
+          std::vector<float> sinks(s.H);
+          std::uniform_real_distribution<float> u(-2.f, 4.f);
+          for (float& v : sinks) v = u(rng);
+          d_sink = to_device(sinks);
+          p.attn_sink = d_sink.get<float>();
+        }
+        const std::string label = key + (with_lse ? " +lse" : "") + (with_sink ? " +sink" : "");
         MlaDecodePlan plan;
         try {
           plan = mla_decode_plan(p, info);
         } catch (const Error& e) {
-          std::printf("%-9s %-30s skipped: %s\n", to_string(backend).c_str(), key.c_str(), e.what());
+          std::printf("%-9s %-30s skipped: %s\n", to_string(backend).c_str(), label.c_str(), e.what());
           continue;
         }
         const CubinRef cubin = engine.cubin(plan.spec);
@@ -159,7 +181,7 @@ int main(int argc, char** argv) {
         const double tflops = 2.0 * s.B * s.q_len * s.H * double(s.L) * (576 + 512) / (us * 1e-6) / 1e12;
         // "64+m": 64 splits merged by a second launch (MlaDecodePlan::merge_launch).
         const std::string splits = fmt::format("{}{}", plan.num_splits, plan.merge_launch ? "+m" : "");
-        std::printf("%-9s %-30s %6s %9.1f %8.0f %6.1f%% %8.1f %7.2f %5d\n", to_string(backend).c_str(), key.c_str(),
+        std::printf("%-9s %-30s %6s %9.1f %8.0f %6.1f%% %8.1f %7.2f %5d\n", to_string(backend).c_str(), label.c_str(),
                     splits.c_str(), us, gbps, 100.0 * gbps * 1e9 / copy_bw, tflops, cubin.seconds, k.num_regs);
         std::fprintf(stderr,
                      "{\"backend\": \"%s\", \"H\": %d, \"B\": %d, \"L\": %d, \"q_len\": %d, \"input\": \"%s\", "
