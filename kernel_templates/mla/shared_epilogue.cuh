@@ -28,8 +28,6 @@ struct RowStateOf {
 
 // A partial row's floats in the cluster merge, padded off the bank of the next row.
 constexpr int kClusterRowStride = kV + 4;
-// Splits the MLA plan merges in a cluster (MlaDecodePlan::split_cluster).
-constexpr int kMaxClusterRowSplits = 2;
 // The cluster merge's shared memory: the partial rows, their (max, sum), their final scales.
 template <int kR>
 constexpr int cluster_merge_bytes() {
@@ -85,15 +83,16 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
       const int split_id = static_cast<int>(cluster_cta_x());
       const u32 rank0 = cluster_cta_rank() - static_cast<u32>(split_id);
       for (int r = threadIdx.x; r < valid_rows; r += kThreads) {
-        float m[kMaxClusterRowSplits], l[kMaxClusterRowSplits], row_max = -__int_as_float(0x7f800000), sum = 0.f;
+        float m[kXqajitMlaClusterSplits], l[kXqajitMlaClusterSplits];
+        float row_max = -__int_as_float(0x7f800000), sum = 0.f;
 #pragma unroll
-        for (int p = 0; p < kMaxClusterRowSplits; ++p) {
+        for (int p = 0; p < kXqajitMlaClusterSplits; ++p) {
           m[p] = -__int_as_float(0x7f800000), l[p] = 0.f;
           if (p < args.num_splits) ld_peer_f32x2(peer_smem_addr(smem_addr(stats + 2 * r), rank0 + p), m[p], l[p]);
           row_max = fmaxf(row_max, m[p]);
         }
 #pragma unroll
-        for (int p = 0; p < kMaxClusterRowSplits; ++p)
+        for (int p = 0; p < kXqajitMlaClusterSplits; ++p)
           if (m[p] != -__int_as_float(0x7f800000)) sum += l[p] * exp2f(m[p] - row_max);
         row_scale[r] = row_extras<kHeads>(args, b, rb * kR + r, row_max, sum, row_out_scale(row_max, sum, kv_scale),
                                           split_id == 0);

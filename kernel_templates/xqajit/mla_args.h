@@ -98,6 +98,11 @@ struct XqajitMlaGeometry {
   int merge_bytes;      // bytes of the reusable region the split merge may use (>= 16)
 };
 
+// Splits the hopper plan launches as one thread-block cluster (MlaDecodePlan::split_cluster):
+// the kernel's cluster merge reads this many peers' rows. Two: clusters of 4 and 8 over a
+// full GPU wait for that many free SMs of one GPC (session 22 run 7).
+constexpr int kXqajitMlaClusterSplits = 2;
+
 // xqajit_mla_merge's block (the second launch that merges wide splits, merge_launch):
 // a thread per 4 of the 512 output dims, times 1-4 split groups, one per 16 splits.
 // Four groups keep four times the loads in flight (H100, session 18 run 2, 64 splits:

@@ -223,7 +223,8 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   // round trip and the merge launch (100 -> 82 us). Clusters of 4 and 8 were slower than the
   // workspace merge (H=64 B=32 L=4096, 4 splits: 70 -> 91 us; B=4 L=8192, 8: 50 -> 57): a
   // cluster of one-CTA-per-SM blocks waits for that many free SMs of one GPC (session 22 run 7).
-  if (plan.spec.backend == Backend::hopper && split.num_splits == 2) plan.split_cluster = 2;
+  if (plan.spec.backend == Backend::hopper && split.num_splits == kXqajitMlaClusterSplits)
+    plan.split_cluster = kXqajitMlaClusterSplits;
   plan.merge_launch = plan.split_cluster == 1 && split.num_splits > 1 &&
                       split.num_splits * std::min(geo.rows, geo.rows_per_cta) > kLastCtaMergeRows;
   if (plan.merge_launch) {
