@@ -51,8 +51,8 @@ ErrorTable& stats() {
   static ErrorTable s;
   return s;
 }
-// Split cases, by where their partials merged.
-int merged_by_last_cta = 0, merged_by_launch = 0, merged_in_cluster = 0;
+// Split cases, by where their partials merged; cases on persistent CTAs (hopper).
+int merged_by_last_cta = 0, merged_by_launch = 0, merged_in_cluster = 0, persistent_cases = 0;
 
 double check_output(MlaProblem& pr, cudaStream_t stream) {
   XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream));
@@ -66,6 +66,7 @@ double run_and_check(MlaProblem& pr, cudaStream_t stream) {
   // (a split cluster falls back to the last CTA where the device cannot hold every cluster)
   if (plan.num_splits > 1)
     ++(plan.merge_launch ? merged_by_launch : plan.split_cluster > 1 ? merged_in_cluster : merged_by_last_cta);
+  if (plan.persistent_units > 0) ++persistent_cases;
   pr.d_out.fill(0xff);  // NaN in bf16
   mla_decode(engine(), pr.dev, stream);
   XQAJIT_CUDART_CHECK(cudaGetLastError());
@@ -101,6 +102,29 @@ MlaCase random_case(Backend backend, int i) {
   c.pages_unknown = rng()() % 4 == 0;
   c.num_splits = pick({0, 0, 0, 1, 2, 7, 16});
   random_scales(c, rng());
+  return c;
+}
+
+// More (request, row block) units than SMs (H 64/128, q_len 1-4): hopper's bf16 cases run
+// on persistent CTAs that walk several units each, reusing their barriers and loading the
+// next unit's Q and tiles early; short ragged lengths (empty, one-tile, odd and even tile
+// counts) next to each other in one CTA's walk, and now and then a longer batch whose
+// units reach the seesaw's steady step.
+MlaCase past_one_wave_case(Backend backend, bool longer) {
+  MlaCase c;
+  c.backend = backend;
+  c.heads = pick({64, 128, 128});
+  c.q_len = longer ? 1 : pick({1, 2, 4});
+  if (c.heads == 64 && c.q_len == 1) c.q_len = 2;  // two row blocks at least
+  const int row_blocks = (c.heads * c.q_len + 63) / 64;
+  const int batch = device().sm_count / row_blocks + 1 + static_cast<int>(rng()() % 24);
+  c.seq_lens = random_lens(batch, c.heads, c.q_len, true);
+  if (longer)
+    for (int& len : c.seq_lens) len = 500 + static_cast<int>(rng()() % 400);  // 8-14 tiles
+  c.explicit_mask = c.q_len > 1 && rng()() % 2 == 0;
+  c.scale_ptrs = rng()() % 2 == 0;
+  c.padded = rng()() % 3 == 0;
+  c.shared_prefix_pages = rng()() % 3 == 0 ? 1 : 0;
   return c;
 }
 
@@ -159,6 +183,7 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     seesaw.seq_lens = {2000, 3333};
     seesaw.num_splits = 2;
     cases.push_back(seesaw);
+    for (int i = 0; i < 4; ++i) cases.push_back(past_one_wave_case(b, i == 0));
     MlaCase empty;  // every request empty, with splits
     empty.backend = b;
     empty.seq_lens = {0, 0, 0};
@@ -180,14 +205,17 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
   prewarm(cases);
   for_each_problem<MlaProblem>(cases, run_and_check);
   stats().print("backend q/kv", "mla");
-  std::fprintf(stderr, "split cases merged by the last CTA: %d, by a merge launch: %d, in a cluster: %d\n",
-               merged_by_last_cta, merged_by_launch, merged_in_cluster);
+  std::fprintf(stderr,
+               "split cases merged by the last CTA: %d, by a merge launch: %d, in a cluster: %d; "
+               "on persistent CTAs: %d\n",
+               merged_by_last_cta, merged_by_launch, merged_in_cluster, persistent_cases);
   // Every merge ran: the last CTA's on the portable backend (hopper merges two splits in a
   // cluster and more in a merge launch), the cluster's on hopper.
   const std::vector<Backend> ran = backends();
   const auto runs = [&](Backend b) { return std::find(ran.begin(), ran.end(), b) != ran.end(); };
   if (runs(Backend::portable)) CHECK(merged_by_last_cta > 0);
   if (runs(Backend::hopper)) CHECK(merged_in_cluster > 0);
+  if (runs(Backend::hopper)) CHECK(persistent_cases > 0);
   CHECK(merged_by_launch > 0);
 }
 
@@ -210,7 +238,8 @@ TEST_CASE("mla split-KV counters reset themselves across launches", "[gpu][mla]"
 // consumer (reads the output), replayed with new lengths and device-side scales:
 // the plan depends only on host-known maxima, so nothing needs re-capturing.
 TEST_CASE("mla_decode inside a captured graph replays with new lengths and scales", "[gpu][mla]") {
-  for (Backend b : backends()) {
+  for (Backend b : backends())
+    for (bool past_one_wave : {false, true}) {
     MlaCase c;
     c.backend = b;
     c.input = c.kv = DType::fp8;
@@ -221,6 +250,13 @@ TEST_CASE("mla_decode inside a captured graph replays with new lengths and scale
     c.heads = 16;
     c.num_splits = 4;
     c.seq_lens = {1800, 0, 999, 64, 2048};
+    if (past_one_wave) {  // hopper: persistent CTAs (bf16, H=128, more units than SMs)
+      c.input = c.kv = DType::bf16;
+      c.heads = 128;
+      c.num_splits = 0;
+      c.seq_lens.assign(device().sm_count / 4 + 3, 0);
+      for (int& len : c.seq_lens) len = static_cast<int>(rng()() % 700);
+    }
     MlaProblem pr(c, rng(), device());
     CudaStream stream;
     run_and_check(pr, stream.get());  // loads the kernel: nothing compiles during capture
@@ -245,7 +281,7 @@ TEST_CASE("mla_decode inside a captured graph replays with new lengths and scale
       graph.replay();
       XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
       XQAJIT_CUDART_CHECK(cudaMemcpy(pr.d_out.get(), consumed.get(), pr.d_out.bytes(), cudaMemcpyDeviceToDevice));
-      INFO("graph replay round " << round);
+      INFO("graph replay round " << round << " past one wave " << past_one_wave);
       check_output(pr, stream.get());
     }
   }

@@ -377,3 +377,46 @@ TEST_CASE("every MLA spec compiles for sm_90a (both backends) and sm_120a", "[ml
   CHECK(doc.at("compiled").get<int>() == 288);
   CHECK(doc.at("failed").get<int>() == 0);
 }
+
+TEST_CASE("mla_decode's hopper backend walks units past one wave on persistent CTAs", "[mla][args]") {
+  const DeviceInfo device = h100();
+  struct Shape {
+    int heads, q_len, batch;
+    DType kv;
+    Backend backend;
+    bool persistent;
+  };
+  // (request, row block) units against the SMs: the seesaw specs (bf16, two row blocks or
+  // more) past one wave go persistent; one wave, one row block, fp8 and portable do not.
+  const int past = device.sm_count / 2 + 1;  // requests whose two row blocks pass one wave
+  for (const Shape& s : {Shape{128, 1, past, DType::bf16, Backend::hopper, true},
+                         Shape{128, 2, 64, DType::bf16, Backend::hopper, true},
+                         Shape{128, 4, 17, DType::bf16, Backend::hopper, true},
+                         Shape{64, 2, past, DType::bf16, Backend::hopper, true},
+                         Shape{128, 1, past - 1, DType::bf16, Backend::hopper, false},
+                         Shape{64, 1, 4 * past, DType::bf16, Backend::hopper, false},
+                         Shape{128, 1, past, DType::fp8, Backend::hopper, false},
+                         Shape{128, 1, past, DType::bf16, Backend::portable, false}}) {
+    MlaDecodeParams p = valid_params();
+    p.num_heads = s.heads;
+    p.q_len = s.q_len;
+    p.batch = s.batch;
+    p.kv = s.kv;
+    p.backend = s.backend;
+    INFO("H=" << s.heads << " q_len=" << s.q_len << " B=" << s.batch << " kv=" << to_string(s.kv) << " "
+              << to_string(s.backend));
+    const MlaDecodePlan plan = mla_decode_plan(p, device);
+    const int row_blocks = (s.heads * s.q_len + 63) / 64;
+    if (!s.persistent) {
+      CHECK(plan.persistent_units == 0);
+      continue;
+    }
+    CHECK(plan.num_splits == 1);
+    CHECK(plan.persistent_units == s.batch * row_blocks);
+    CHECK(plan.grid[0] % row_blocks == 0);  // a request's row blocks side by side
+    CHECK(static_cast<int>(plan.grid[0]) <= device.sm_count);
+    CHECK(static_cast<int>(plan.grid[0]) > device.sm_count - row_blocks);
+    CHECK((plan.grid[1] == 1 && plan.grid[2] == 1));
+    CHECK(plan.workspace_bytes == 0);
+  }
+}
