@@ -13,6 +13,7 @@
 // where the launch made the splits one cluster (sm_90+), they merge from each
 // other's shared memory instead (common/cluster_merge.cuh).
 
+#include "common/arch.cuh"
 #include "common/cluster_merge.cuh"
 #include "common/fp8.cuh"
 #include "common/memory.cuh"
@@ -33,11 +34,7 @@ namespace gqa {
 
 using namespace ::xqajit::gqa_flags;  // the spec flags (kHeadDim, kTile, kFp8Cache, ...)
 
-#ifdef __CUDA_ARCH__
-constexpr int kArch = __CUDA_ARCH__ / 10;
-#else
-constexpr int kArch = 90;
-#endif
+constexpr int kArch = target_arch();
 
 constexpr XqajitDecodeGeometry kGeo =
     xqajit_decode_geometry(kHeadDim, kGroup, kQLen, kTile, kCacheBytes, kArch);

@@ -25,7 +25,7 @@ find "$dest/python" -name __pycache__ -prune -exec rm -rf {} +
 find "$dest/python" -name "*.so" -delete
 # The ops' C fast path: one stable-ABI (abi3) module, so the GPU machine's 3.12 loads what 3.11 headers built.
 gcc -std=c11 -O2 -Wall -Wextra -shared -fPIC -I"$(python3 -c 'import sysconfig; print(sysconfig.get_path("include"))')" \
-    python/xqajit/_fastcall.c -o "$dest/python/xqajit/_fastcall.abi3.so"
+    python/xqajit/_fastcall*.c -o "$dest/python/xqajit/_fastcall.abi3.so"
 python3 -m pip install --quiet --disable-pip-version-check --target "$dest/pylib" pytest >/dev/null
 find "$dest" -maxdepth 1 -type f -exec strip --strip-unneeded {} + 2>/dev/null || true
 du -sh "$dest"

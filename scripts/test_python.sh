@@ -22,7 +22,7 @@ if [[ ! -x $venv/bin/python ]]; then
     rm -rf "$venv" && python3 -m venv "$venv"
   fi
 fi
-# Python's headers build the package's C fast path (xqajit/_fastcall.c); without
+# Python's headers build the package's C fast path (xqajit/_fastcall*.c); without
 # them it would be skipped and the tests below would not cover it.
 if [[ ! -f $(python3 -c 'import sysconfig; print(sysconfig.get_path("include"))')/Python.h ]]; then
   echo "test_python: installing python3-dev (headers for the C fast path)"

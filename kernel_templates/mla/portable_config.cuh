@@ -3,6 +3,7 @@
 // and mla/portable_geometry.h (the plan the host launches with). Every
 // mla/portable_*.cuh piece reads them from here.
 
+#include "common/arch.cuh"
 #include "common/types.cuh"
 #include "mla/portable_geometry.h"
 #include "mla/shared_flags.cuh"
@@ -13,11 +14,7 @@ namespace xqajit {
 namespace mla_portable {
 
 using namespace ::xqajit::mla;  // the spec flags (kHeads, kTile, kFp8Cache, ...)
-#ifdef __CUDA_ARCH__
-constexpr int kArch = __CUDA_ARCH__ / 10;
-#else
-constexpr int kArch = 90;
-#endif
+constexpr int kArch = target_arch();
 
 // Sparse: a CTA's rows share one query token (its index list), see portable_geometry.h.
 constexpr XqajitMlaPortablePlan kPlan =

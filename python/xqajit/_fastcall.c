@@ -16,186 +16,21 @@
  * serves every Python version. Anything it does not know (a tensor subclass, an
  * unregistered signature, a kind of argument it cannot key) is a miss, and the
  * caller takes the Python path, which checks everything and names the argument.
- * The library still validates every launch (pointer alignment, lengths). */
+ * The library still validates every launch (pointer alignment, lengths).
+ *
+ * This file is the module and its state; a call's key is _fastcall_signature.c's,
+ * the templates under it _fastcall_table.c's (_fastcall.h lists what they share). */
 
-#define Py_LIMITED_API 0x030A0000
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+#include "_fastcall.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-/* --- DLPack 1.x ABI (dlpack.h; the layout is the contract) ---------------------- */
-typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
-typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
-typedef struct {
-  void* data;
-  DLDevice device;
-  int32_t ndim;
-  DLDataType dtype;
-  int64_t* shape;
-  int64_t* strides;
-  uint64_t byte_offset;
-} DLTensor;
-typedef struct { uint32_t major, minor; } DLPackVersion;
-typedef struct ExchangeHeader { DLPackVersion version; struct ExchangeHeader* prev_api; } ExchangeHeader;
-typedef struct {
-  ExchangeHeader header;
-  void* managed_tensor_allocator;
-  void* managed_tensor_from_py_object_no_sync;
-  void* managed_tensor_to_py_object_no_sync;
-  int (*dltensor_from_py_object_no_sync)(void* py_object, DLTensor* out); /* may be NULL */
-  int (*current_work_stream)(int32_t device_type, int32_t device_id, void** out_stream);
-} ExchangeAPI;
-enum { kDLCUDA = 2 };
-
-/* --- patches: what a call writes into the copied template ------------------------- */
-enum PatchKind {
-  PATCH_PTR = 0,        /* u64 = data pointer of tensor `arg` + add */
-  PATCH_F32 = 1,        /* f32 = float(arg) */
-  PATCH_RCP_F32 = 2,    /* f32 = 1 / float(arg) */
-  PATCH_STREAM = 3,     /* u64 = current torch stream of the entry's device (0 on the CPU) */
-  PATCH_WORKSPACE = 4,  /* u64, u64 = default workspace (pointer, bytes) of the entry's device */
-  PATCH_NBYTES = 5,     /* u64 = bytes of tensor `arg` */
-};
-typedef struct { int32_t kind, arg, offset; int64_t add; } Patch;
-
-typedef struct {
-  uint64_t hash;
-  uint8_t* sig; /* NULL: empty slot */
-  size_t sig_len;
-  uint8_t* tmpl;
-  size_t tmpl_len;
-  int device;
-  int npatch;
-  Patch* patches;
-} Entry;
-
-enum { kOps = 4, kSlots = 1024, kMaxArgs = 24, kMaxSig = 4096, kMaxStruct = 1024, kMaxDevices = 64 };
-typedef int (*LaunchFn)(void* args);
-
-typedef struct {
-  LaunchFn fn;
-  Entry slots[kSlots];
-  int used;
-} Table;
-
-static const ExchangeAPI* g_api;
-static PyObject* g_tensor_type; /* torch.Tensor: subclasses (fake, functional) miss */
+const ExchangeAPI* g_api;
+PyObject* g_tensor_type;
 static Table g_tables[kOps];
 static uint64_t g_workspace[kMaxDevices][2];
 static uint64_t g_calls, g_hits;
-
-/* --- signatures -------------------------------------------------------------------- */
-
-typedef struct {
-  uint8_t buf[kMaxSig];
-  size_t len;
-  int overflow;
-} Sig;
-
-static void put(Sig* s, const void* p, size_t n) {
-  if (s->len + n > sizeof s->buf) {
-    s->overflow = 1;
-    return;
-  }
-  memcpy(s->buf + s->len, p, n);
-  s->len += n;
-}
-
-static void put_tag(Sig* s, uint8_t tag) { put(s, &tag, 1); }
-
-/* Appends the signature of args[0..n) and fills `tensors` (the DLTensor of each
- * tensor argument). Returns 0, or -1 for an argument it cannot key (a miss). */
-static int signature(PyObject* const* args, Py_ssize_t n, Sig* s, DLTensor* tensors) {
-  s->len = 0;
-  s->overflow = 0;
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* a = args[i];
-    if (a == Py_None) {
-      put_tag(s, 'N');
-    } else if ((PyObject*)Py_TYPE(a) == g_tensor_type) {
-      DLTensor* t = &tensors[i];
-      if (g_api->dltensor_from_py_object_no_sync(a, t) != 0) {
-        PyErr_Clear(); /* e.g. a conjugate view: the Python path decides */
-        return -1;
-      }
-      put_tag(s, 'T');
-      put(s, &t->device, sizeof t->device);
-      put(s, &t->dtype, sizeof t->dtype);
-      put(s, &t->ndim, sizeof t->ndim);
-      put(s, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-      if (t->strides) {
-        put(s, t->strides, sizeof(int64_t) * (size_t)t->ndim);
-      } else {
-        put_tag(s, 'C'); /* compact row-major */
-      }
-    } else if (PyFloat_CheckExact(a)) {
-      put_tag(s, 'F'); /* the value is patched in, not keyed */
-    } else if (PyBool_Check(a)) {
-      put_tag(s, a == Py_True ? 'Y' : 'y');
-    } else if (PyLong_CheckExact(a)) {
-      int overflow = 0;
-      long long v = PyLong_AsLongLongAndOverflow(a, &overflow);
-      if (overflow || (v == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return -1;
-      }
-      put_tag(s, 'I');
-      put(s, &v, sizeof v);
-    } else if (PyUnicode_CheckExact(a)) {
-      Py_ssize_t len = 0;
-      const char* text = PyUnicode_AsUTF8AndSize(a, &len);
-      if (!text) {
-        PyErr_Clear();
-        return -1;
-      }
-      put_tag(s, 'S');
-      put(s, &len, sizeof len);
-      put(s, text, (size_t)len);
-    } else {
-      return -1;
-    }
-  }
-  return s->overflow ? -1 : 0;
-}
-
-static uint64_t hash_bytes(const uint8_t* p, size_t n) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    memcpy(&w, p + i, 8);
-    h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 31;
-  }
-  uint64_t tail = 0;
-  memcpy(&tail, p + i, n - i);
-  h = (h ^ tail) * 0x94D049BB133111EBull;
-  return h ^ (h >> 29);
-}
-
-static void clear_entry(Entry* e) {
-  free(e->sig);
-  free(e->tmpl);
-  free(e->patches);
-  memset(e, 0, sizeof *e);
-}
-
-static void clear_table(Table* t) {
-  for (int i = 0; i < kSlots; ++i)
-    if (t->slots[i].sig) clear_entry(&t->slots[i]);
-  t->used = 0;
-}
-
-static Entry* find(Table* t, uint64_t hash, const Sig* s, int for_insert) {
-  for (int probe = 0; probe < kSlots; ++probe) {
-    Entry* e = &t->slots[(hash + (uint64_t)probe) & (kSlots - 1)];
-    if (!e->sig) return for_insert ? e : NULL;
-    if (e->hash == hash && e->sig_len == s->len && memcmp(e->sig, s->buf, s->len) == 0) return e;
-  }
-  return NULL;
-}
 
 static int parse_op(PyObject* o, Table** table) {
   long op = PyLong_AsLong(o);
@@ -222,7 +57,7 @@ static PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nar
   Sig s;
   DLTensor tensors[kMaxArgs];
   if (signature(args + 1, n, &s, tensors) != 0) return PyLong_FromLong(-1);
-  const Entry* e = find(table, hash_bytes(s.buf, s.len), &s, 0);
+  const Entry* e = table_find(table, &s);
   if (!e) return PyLong_FromLong(-1);
 
   _Alignas(16) uint8_t packed[kMaxStruct];
@@ -324,30 +159,8 @@ static PyObject* fast_register(PyObject* self, PyObject* const* args, Py_ssize_t
   }
   Py_DECREF(seq);
 
-  if (table->used >= kSlots * 3 / 4) clear_table(table); /* many shapes: start over, like a bounded cache */
-  const uint64_t hash = hash_bytes(s.buf, s.len);
-  Entry* e = find(table, hash, &s, 1);
-  if (e->sig) {
-    clear_entry(e);
-  } else {
-    ++table->used;
-  }
-  e->sig = (uint8_t*)malloc(s.len ? s.len : 1);
-  e->tmpl = (uint8_t*)malloc((size_t)tmpl_len);
-  if (!e->sig || !e->tmpl) {
-    clear_entry(e);
-    --table->used;
-    free(patches);
+  if (table_insert(table, &s, tmpl, (size_t)tmpl_len, (int)device, patches, (int)np) != 0)
     return PyErr_NoMemory();
-  }
-  memcpy(e->sig, s.buf, s.len);
-  memcpy(e->tmpl, tmpl, (size_t)tmpl_len);
-  e->hash = hash;
-  e->sig_len = s.len;
-  e->tmpl_len = (size_t)tmpl_len;
-  e->device = (int)device;
-  e->npatch = (int)np;
-  e->patches = patches;
   Py_RETURN_TRUE;
 }
 
@@ -404,7 +217,7 @@ static PyObject* fast_set_workspace(PyObject* self, PyObject* args) {
 static PyObject* fast_clear(PyObject* self, PyObject* unused) {
   (void)self;
   (void)unused;
-  for (int i = 0; i < kOps; ++i) clear_table(&g_tables[i]);
+  for (int i = 0; i < kOps; ++i) table_clear(&g_tables[i]);
   Py_RETURN_NONE;
 }
 

@@ -1,6 +1,6 @@
 """The eager hot paths on the CPU, the launch replaced by the library's argument
 check (as in benchmarks/overhead.py --cpu-stand-in), everything else as on a GPU:
-the C fast path (xqajit/_fastcall.c, when built) and the Python path (ctypes,
+the C fast path (xqajit/_fastcall*.c, when built) and the Python path (ctypes,
 checks cached by metadata) it falls back to."""
 
 import ctypes

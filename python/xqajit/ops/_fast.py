@@ -1,4 +1,4 @@
-"""The C fast path of the eager ops (xqajit/_fastcall.c), and its ctypes fallback.
+"""The C fast path of the eager ops (xqajit/_fastcall*.c), and its ctypes fallback.
 
 A call is checked in Python the first time its argument metadata is seen; the
 packed args struct is then registered with _fastcall as a template under that
@@ -18,7 +18,7 @@ import os
 import torch
 
 OP_DECODE, OP_MLA = 0, 1
-PTR, F32, RCP_F32, STREAM, WORKSPACE, NBYTES = range(6)  # enum PatchKind in _fastcall.c
+PTR, F32, RCP_F32, STREAM, WORKSPACE, NBYTES = range(6)  # enum PatchKind in _fastcall.h
 _FUNCTIONS = {OP_DECODE: "xqajit_decode", OP_MLA: "xqajit_mla_decode"}
 
 
