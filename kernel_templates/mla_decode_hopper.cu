@@ -31,64 +31,55 @@
 #include "mla/hopper_loads.cuh"
 #include "mla/hopper_math.cuh"
 #include "mla/hopper_seesaw.cuh"
-#include "mla/hopper_units.cuh"
 #include "mla/shared_rows.cuh"
 
 using namespace xqajit;
 using namespace xqajit::mla_hopper;
 
-// What both decode entries start with: the 1024-aligned shared-memory base, the tile
-// buffers' mbarriers (bf16: [buffer][column block], a phase per fill), the PDL wait, and
-// the scales.
-struct Prologue {
-  unsigned char* smem;
-  u32 bars;
-  float kv_scale, logit_scale_log2;
-};
-__device__ __forceinline__ Prologue start_kernel(const XqajitMlaArgs& args, unsigned char* smem_raw,
-                                                 unsigned long long* s_full) {
-  Prologue p;
-  // 128-byte swizzle atoms must sit on 1024-byte boundaries (descriptor base offset 0).
-  p.smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
-  p.bars = smem_addr(s_full);
-  if (kTma && threadIdx.x == 0) {
-#pragma unroll
-    for (int i = 0; i < 2 * kColBlocks; ++i) mbarrier_init(p.bars + 8 * i, 1);
-    fence_mbarrier_init();
-  }
-  // Nothing above reads global memory: an upstream kernel may still be writing.
-  pdl_wait();
-  pdl_launch_dependents();
-  const float q_scale = args.q_scale_ptr ? *args.q_scale_ptr : args.q_scale;
-  p.kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
-  p.logit_scale_log2 = args.sm_scale * q_scale * p.kv_scale * kLog2e;
-  return p;
-}
-
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
     xqajit_mla_decode(const XqajitMlaArgs args, const __grid_constant__ XqajitTensorMap kv_map) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ int s_is_last;
+  // bf16 (TMA): [buffer][column block] landed, a phase per use of the buffer.
   __shared__ __align__(8) unsigned long long s_full[kTma ? 2 * kColBlocks : 1];
-  const Prologue pro = start_kernel(args, smem_raw, s_full);
-  unsigned char* const smem = pro.smem;
-  const u32 full_addr = pro.bars;
-  const float kv_scale = pro.kv_scale, logit_scale_log2 = pro.logit_scale_log2;
+  // 128-byte swizzle atoms must sit on 1024-byte boundaries (descriptor base offset 0).
+  unsigned char* const smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  const float kInf = __int_as_float(0x7f800000);
 
   const int split = blockIdx.x, rb = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wg = warp >> 2, rt = warp & 3;  // warpgroup, and this warp's 16-row slice of the 64 rows
   const int quad_row = lane >> 2;
-  const Unit unit = unit_at(args, b, rb, split);
-  const int num_tiles = unit.num_tiles, split_begin = unit.split_begin, split_end = unit.split_end;
-  const int draft_begin = unit.draft_begin;
+  const u32 full_addr = smem_addr(&s_full[0]);
+  if (kTma && tid == 0) {
+#pragma unroll
+    for (int i = 0; i < 2 * kColBlocks; ++i) mbarrier_init(full_addr + 8 * i, 1);
+    fence_mbarrier_init();
+  }
+
+  // Nothing above reads global memory: an upstream kernel may still be writing.
+  pdl_wait();
+  pdl_launch_dependents();
+
+  const int max_len = args.max_pages_per_seq * kPageSize;
+  const int seq_len = clamped_seq_len(args.seq_lens, b, max_len);
+  const int draft_begin = seq_len - kQLen;
+  const int split_begin = split * args.split_tokens;
+  const int split_end = split_begin + args.split_tokens < seq_len ? split_begin + args.split_tokens : seq_len;
+  const int num_tiles = split_tile_count<kTile>(split_begin, split_end);
+
+  const float q_scale = args.q_scale_ptr ? *args.q_scale_ptr : args.q_scale;
+  const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
+  const float logit_scale_log2 = args.sm_scale * q_scale * kv_scale * kLog2e;
+
+  const int* const table_row = args.block_table + (long long)b * args.block_table_stride;
   const u32 raw_addr = smem_addr(smem + kRawOff);
-  const TmaTileLoader tma{&kv_map, unit.table_row, split_begin, split_end, kTma ? l2_evict_first_policy() : 0ull};
+  const TmaTileLoader tma{&kv_map, table_row, split_begin, split_end, kTma ? l2_evict_first_policy() : 0ull};
   const TileLoader loader{static_cast<const unsigned char*>(args.kv_cache),
-                          unit.table_row,
+                          table_row,
                           args.kv_stride_page,
                           args.kv_stride_token,
-                          args.max_pages_per_seq * kPageSize,
+                          max_len,
                           split_begin,
                           split_end};
   // Compute-bound bf16 specs (kSeesaw): splits of more than kSeesawMinTiles tiles run the
@@ -97,11 +88,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   // split is all latency (m13, docs/MLA_HOPPER_NOTES.md).
   const bool seesaw = kSeesaw && num_tiles > kSeesawMinTiles;
   int next_pages[TmaTileLoader::kPagesPerTile];  // per-tile TMA, thread 0: the next tile's page ids
-  const SeesawSmem sm = seesaw_smem(smem, full_addr);
   if constexpr (kTma) {
     if (tid == 0 && num_tiles > 0) {
-      if (seesaw) {
-        issue_first_pair(tma, sm);
+      if (seesaw) {  // the first two tiles, whole
+        for (int t = 0; t < 2; ++t) {
+          tma.pages(t, next_pages);
+          tma.issue_cols<0, kColBlocks>(next_pages, raw_addr + t * kStageBytes, full_addr + t * kColBlocks * 8);
+        }
       } else {
         tma.pages(0, next_pages);
         tma.issue(next_pages, raw_addr, full_addr);
@@ -119,11 +112,30 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   }
 
   RowState st;
-  init_rows(st, args, unit, rt, quad_row);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    int t = (rb * kR + rt * 16 + quad_row + half * 8) / kHeads;
+    t = t < kQLen ? t : kQLen - 1;  // padding rows: any valid token (their output is dropped)
+    st.bits[half] = mla::draft_bits(args, b, t, kQLen);
+    st.row_max[half] = -kInf;
+    st.row_sum[half] = 0.f;
+  }
+#pragma unroll
+  for (int i = 0; i < kAccTiles; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
 
   const u32 q_addr = smem_addr(smem + kQOff);
   if (seesaw) {
-    if (tid < kR) sm.max[tid] = -__int_as_float(0x7f800000);
+    SeesawSmem sm;
+    sm.base = smem;
+    sm.q = q_addr;
+    sm.p0 = smem_addr(smem + kP0Off);
+    sm.p1 = q_addr + kRopeBlock * kR * 128;
+    sm.buf[0] = raw_addr, sm.buf[1] = raw_addr + kStageBytes;
+    sm.max = reinterpret_cast<float*>(smem + kStatsOff);
+    sm.scale0 = sm.max + kR;
+    sm.scale1 = sm.scale0 + kR;
+    sm.bars = full_addr;
+    if (tid < kR) sm.max[tid] = -kInf;
     __syncthreads();
     seesaw_split(st, sm, tma, SeesawSplit{num_tiles, split_begin, split_end, draft_begin, logit_scale_log2}, wg, rt,
                  lane);
@@ -171,19 +183,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   }
 
   finish_rows(args, st, smem, &s_is_last, split, rb, b, rt, wg, kv_scale, lane);
-}
-
-// Persistent CTAs over the seesaw's units, where the host plans them (args.persistent_units;
-// mla/hopper_units.cuh). An entry of its own: beside the grid kernel's one-shot seesaw and
-// its split merges, the unit loop's seesaw spilled ~1 KB of registers.
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
-    xqajit_mla_decode_persistent(const XqajitMlaArgs args, const __grid_constant__ XqajitTensorMap kv_map) {
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  __shared__ __align__(8) unsigned long long s_full[kTma ? 2 * kColBlocks : 1];
-  if constexpr (kSeesaw) {
-    const Prologue pro = start_kernel(args, smem_raw, s_full);
-    persistent_units(args, kv_map, pro.smem, pro.bars, pro.logit_scale_log2, pro.kv_scale);
-  }
 }
 
 // The split merge as a second launch, where the host plans one (args.merge_launch;

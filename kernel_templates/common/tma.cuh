@@ -25,12 +25,6 @@ __device__ __forceinline__ void mbarrier_init(u32 bar, u32 arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(arrivals) : "memory");
 }
 
-// Ends a barrier whose phases have all completed and that no thread waits on, so that
-// mbarrier_init may start it afresh (init over a live barrier is undefined).
-__device__ __forceinline__ void mbarrier_inval(u32 bar) {
-  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-
 // Makes mbarrier_init visible to the async proxy (the copy engine) before any copy
 // completes on the barrier; a CTA barrier after it publishes it to the other threads.
 __device__ __forceinline__ void fence_mbarrier_init() {

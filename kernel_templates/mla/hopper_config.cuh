@@ -39,11 +39,10 @@ constexpr int kSmemEnd =
 
 // bf16 and two row blocks or more (the compute-bound MLA: each tile is read by two CTAs,
 // the second from L2): a split of more tiles than kSeesawMinTiles runs the seesaw, a
-// shorter one the per-tile schedule (a persistent CTA's units all run the seesaw). One row
-// block (H <= 64 at q_len 1) is memory-bound and keeps the per-tile schedule, whose whole
-// tile of copy lead reads closer to the copy rate on an H100 (session 21 runs 1-2,
-// docs/MLA_HOPPER_NOTES.md m13).
-constexpr bool kSeesaw = xqajit_mla_hopper_seesaw(kCacheBytes, kRows);
+// shorter one the per-tile schedule. One row block (H <= 64 at q_len 1) is memory-bound
+// and keeps the per-tile schedule, whose whole tile of copy lead reads closer to the
+// copy rate on an H100 (session 21 runs 1-2, docs/MLA_HOPPER_NOTES.md m13).
+constexpr bool kSeesaw = kTma && kRows >= 2 * kR;
 constexpr int kSeesawMinTiles = 8;
 static_assert(!kTma || kXchgOff + xqajit_mla_hopper_exchange_bytes(kTile) <= kSmemEnd,
               "the per-tile schedule's exchange fits in the seesaw's shared state");

@@ -20,13 +20,5 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowState&
                                           wg == 0, kv_scale, lane);
 }
 
-// One split, no merge (mla/hopper_units.cuh: a persistent CTA's units but its last).
-__device__ __forceinline__ void store_final_rows(const XqajitMlaArgs& args, RowState& st, int rb, int b, int rt,
-                                                 int wg, float kv_scale, int lane) {
-  st.row_sum[0] = quad_sum(st.row_sum[0]);
-  st.row_sum[1] = quad_sum(st.row_sum[1]);
-  mla::store_final_rows<kR, kRows>(args, st, rb, b, rt, wg * kWgDims, wg == 0, kv_scale, lane);
-}
-
 }  // namespace mla_hopper
 }  // namespace xqajit

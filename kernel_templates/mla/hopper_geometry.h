@@ -25,13 +25,6 @@ constexpr int kXqajitMlaHopperRows = 64;
 constexpr int kXqajitMlaHopperBoxCols = 64;  // one 128-byte swizzle row of bf16
 constexpr bool xqajit_mla_hopper_tma(int cache_bytes) { return cache_bytes == 2; }
 
-// The seesaw schedule (mla/hopper_seesaw.cuh): a bf16 cache and two row blocks or more (the
-// compute-bound MLA, each tile read by two CTAs, the second from L2). One row block (H <= 64
-// at q_len 1) is memory-bound and keeps the per-tile schedule (session 21, m13).
-constexpr bool xqajit_mla_hopper_seesaw(int cache_bytes, int rows) {
-  return xqajit_mla_hopper_tma(cache_bytes) && rows >= 2 * kXqajitMlaHopperRows;
-}
-
 // Bytes the two warpgroups exchange per tile: row maxima, then P halves.
 constexpr int xqajit_mla_hopper_exchange_bytes(int kv_tile) {
   return 2 * kXqajitMlaHopperRows * 4 + kXqajitMlaHopperRows * kv_tile * 2;

@@ -34,27 +34,6 @@ constexpr int cluster_merge_bytes() {
   return kR * kClusterRowStride * 4 + kR * 8 + kR * 4;
 }
 
-// One split: this thread's rows (row sums already summed over the quad) -> bf16 out, with
-// the row's lse and sink; no merge. (Hopper's persistent CTAs end every unit but their last
-// with this alone: the merge paths of finish_rows inside their unit loop spilled the seesaw.)
-template <int kR, int kRows, int kAccTiles>
-__device__ __forceinline__ void store_final_rows(const XqajitMlaArgs& args, const RowStateOf<kAccTiles>& st, int rb,
-                                                 int b, int rt, int dim0, bool stats_owner, float kv_scale, int lane) {
-  const int quad_row = lane >> 2, quad_col = lane & 3;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int row = rb * kR + rt * 16 + quad_row + half * 8;
-    if (row >= kRows) continue;  // padding rows are not stored
-    const float scale =
-        row_extras<kHeads>(args, b, row, st.row_max[half], st.row_sum[half],
-                           row_out_scale(st.row_max[half], st.row_sum[half], kv_scale), stats_owner && quad_col == 0);
-#pragma unroll
-    for (int i = 0; i < kAccTiles; ++i)
-      store_out_pair<kHeads>(args, b, row, dim0 + i * 8 + 2 * quad_col, st.acc[i][2 * half], st.acc[i][2 * half + 1],
-                             scale);
-  }
-}
-
 // Warp row tile `rt` holds rows 16 rt.. and output dims dim0..; `stats_owner`:
 // this warp writes the rows' (max, sum) partials (one warp per row tile).
 // kClusterMerge: the kernel may run as split clusters (the host decides per launch).
@@ -65,10 +44,7 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
   const int quad_row = lane >> 2, quad_col = lane & 3;
   st.row_sum[0] = quad_sum(st.row_sum[0]);
   st.row_sum[1] = quad_sum(st.row_sum[1]);
-  if (args.num_splits == 1) {
-    store_final_rows<kR, kRows>(args, st, rb, b, rt, dim0, stats_owner, kv_scale, lane);
-    return;
-  }
+  const bool multi = args.num_splits > 1;
   const long long cta_id = (long long)b * gridDim.y + rb;
   const int valid_rows = kRows - rb * kR < kR ? kRows - rb * kR : kR;
   // A merged row -> its bf16 output, LSE and sink (every merge path).
@@ -136,12 +112,18 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
   for (int half = 0; half < 2; ++half) {
     const int r = rt * 16 + quad_row + half * 8, row = rb * kR + r;
     if (row >= kRows) continue;  // padding rows are neither stored nor merged
+    float scale = row_out_scale(st.row_max[half], st.row_sum[half], kv_scale);
+    if (!multi)
+      scale = row_extras<kHeads>(args, b, row, st.row_max[half], st.row_sum[half], scale, stats_owner && quad_col == 0);
 #pragma unroll
-    for (int i = 0; i < kAccTiles; ++i)
-      partials.store_pair(split, r, dim0 + i * 8 + 2 * quad_col, st.acc[i][2 * half], st.acc[i][2 * half + 1]);
-    if (stats_owner && quad_col == 0) partials.store_stats(split, r, st.row_max[half], st.row_sum[half]);
+    for (int i = 0; i < kAccTiles; ++i) {
+      const int d = dim0 + i * 8 + 2 * quad_col;
+      if (multi) partials.store_pair(split, r, d, st.acc[i][2 * half], st.acc[i][2 * half + 1]);
+      else store_out_pair<kHeads>(args, b, row, d, st.acc[i][2 * half], st.acc[i][2 * half + 1], scale);
+    }
+    if (multi && stats_owner && quad_col == 0) partials.store_stats(split, r, st.row_max[half], st.row_sum[half]);
   }
-  if (args.merge_launch) return;
+  if (!multi || args.merge_launch) return;
 
   if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, s_is_last)) return;
   __syncthreads();  // the pipeline region becomes the merge buffer

@@ -11,8 +11,7 @@
 // Rows: one request's (query token, head) pairs, token-major: row r is token
 // r / H, head r % H (H = HEAD_GRP_SIZE), q_len * H rows in all. A CTA takes
 // rows_per_cta of them (a row block) and one split of the sequence:
-//   grid = (num_splits, row_blocks, batch)
-// or, with persistent_units, fewer CTAs that each walk several (row block, request) units.
+//   grid = (num_splits, row_blocks, batch).
 //
 // Split-KV workspace (the same contract as GQA, common/split_merge.cuh):
 //   counters [batch * row_blocks] unsigned, padded to 256 bytes, zeroed once,
@@ -51,11 +50,7 @@ struct XqajitMlaArgs {
   float q_scale;              // fp8 Q dequantisation (1 for bf16 Q)
   float kv_scale;             // fp8 cache dequantisation (1 for a bf16 cache)
   float sm_scale;             // softmax scale, e.g. 1/sqrt(192) for DeepSeek-V3
-  // 0: one CTA per grid cell (above). > 0 (hopper seesaw, one split): persistent CTAs,
-  // grid (ctas, 1, 1) with ctas a multiple of row_blocks; CTA i takes units i, i + ctas, ...
-  // below persistent_units = batch * row_blocks, unit u = (row block u % row_blocks,
-  // request u / row_blocks), so a request's row blocks run side by side.
-  int persistent_units;
+  int pad0_;
   float* partial;             // split-KV workspace after the counters (null when num_splits == 1)
   unsigned* counters;         // one self-resetting counter per (request, row block)
   long long q_stride_batch, q_stride_token, q_stride_head;

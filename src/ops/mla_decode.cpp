@@ -225,19 +225,6 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   // cluster of one-CTA-per-SM blocks waits for that many free SMs of one GPC (session 22 run 7).
   if (plan.spec.backend == Backend::hopper && split.num_splits == kXqajitMlaClusterSplits)
     plan.split_cluster = kXqajitMlaClusterSplits;
-  // Units past one wave: persistent CTAs (a CTA a SM at this shared memory), each loading
-  // its next unit's Q and first tiles under its current unit's epilogue. A second wave cost
-  // ~22 us beyond its steps (H=128 B=128 L=4096, session 22 run 5). The CTA count is a
-  // multiple of the row blocks, so that a request's row blocks, which read the same tiles
-  // (the second from L2), run side by side.
-  const bool seesaw = plan.spec.backend == Backend::hopper &&
-                      xqajit_mla_hopper_seesaw(dtype_bytes(plan.spec.kv), geo.rows) && !plan.spec.sparse;
-  const std::int64_t persistent_ctas = device.sm_count / geo.row_blocks * geo.row_blocks;
-  if (seesaw && split.num_splits == 1 && persistent_ctas > 0 && request.base_ctas > device.sm_count) {
-    plan.persistent_units = static_cast<int>(request.base_ctas);
-    plan.grid[0] = static_cast<unsigned>(persistent_ctas);
-    plan.grid[1] = plan.grid[2] = 1;
-  }
   plan.merge_launch = plan.split_cluster == 1 && split.num_splits > 1 &&
                       split.num_splits * std::min(geo.rows, geo.rows_per_cta) > kLastCtaMergeRows;
   if (plan.merge_launch) {
@@ -269,14 +256,6 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
   args.kv_stride_page = s.kv_p;
   args.kv_stride_token = s.kv_t;
   args.merge_launch = plan.merge_launch ? 1 : 0;
-  LaunchConfig config = ops::launch_config(plan);
-  if (plan.persistent_units > 0 && kernel.persistent_function == nullptr) {  // a cubin built before the entry
-    config.grid[0] = 1;
-    config.grid[1] = static_cast<unsigned>(plan.persistent_units / p.batch);
-    config.grid[2] = static_cast<unsigned>(p.batch);
-  } else {
-    args.persistent_units = plan.persistent_units;
-  }
   if (is_sparse(p)) {
     const IndexStrides is = resolved_index_strides(p);
     args.indices = p.indices;
@@ -289,6 +268,7 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
   ops::fill_lse_args(args, p, p.num_heads);
   args.attn_sink = p.attn_sink;
 
+  LaunchConfig config = ops::launch_config(plan);
   config.programmatic_dependent_launch = p.programmatic_dependent_launch && plan.spec.arch.number() >= 90;
   if (plan.split_cluster > 1) {  // else the last CTA merges through the workspace
     LaunchConfig split = config;
@@ -299,10 +279,7 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
   if (plan.spec.backend == Backend::hopper && xqajit_mla_hopper_tma(dtype_bytes(plan.spec.kv)))
     kv_map = kv_tensor_map(p, s, driver);
   void* params[] = {&args, &kv_map};  // a kernel reads as many as it declares
-  if (args.persistent_units > 0)
-    driver.launch_persistent(kernel, config, stream, params);
-  else
-    driver.launch(kernel, config, stream, params);
+  driver.launch(kernel, config, stream, params);
   if (plan.merge_launch) {
     LaunchConfig merge;
     std::copy(plan.merge_grid, plan.merge_grid + 3, merge.grid);

@@ -174,8 +174,7 @@ bool Driver::stream_is_capturing(Stream stream) {
 
 std::shared_ptr<LoadedKernel> Driver::load(const KernelSpec& spec, const std::string& name,
                                            const std::vector<char>& cubin, const std::string& symbol,
-                                           const std::string& merge_symbol, const std::string& persistent_symbol,
-                                           int device) {
+                                           const std::string& merge_symbol, int device) {
   const CudaApi& api = impl_->api;
   const DeviceInfo& info = this->device(device);
   if (!arch_runs_on(spec.arch, info.cc_major, info.cc_minor))
@@ -204,13 +203,6 @@ std::shared_ptr<LoadedKernel> Driver::load(const KernelSpec& spec, const std::st
     XQAJIT_CU_CHECK(api, cuModuleGetFunction(&merge, module, merge_symbol.c_str()));
     kernel->merge_function = merge;
   }
-  if (!persistent_symbol.empty()) {
-    CUfunction persistent = nullptr;
-    // Optional: a cubin built before the entry existed (a bundle) lacks it, and its
-    // launches keep the grid kernel.
-    if (api.cuModuleGetFunction(&persistent, module, persistent_symbol.c_str()) == CUDA_SUCCESS)
-      kernel->persistent_function = persistent;
-  }
   XQAJIT_CU_CHECK(api, cuFuncGetAttribute(&kernel->static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn));
   XQAJIT_CU_CHECK(api, cuFuncGetAttribute(&kernel->num_regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn));
   // Raised per device (per context), from this device's own limit: setting it
@@ -218,11 +210,6 @@ std::shared_ptr<LoadedKernel> Driver::load(const KernelSpec& spec, const std::st
   kernel->max_dynamic_smem = info.max_smem_per_block_optin - kernel->static_smem;
   XQAJIT_CU_CHECK(api, cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                           kernel->max_dynamic_smem));
-  if (kernel->persistent_function) {  // the same shared memory as the grid kernel (same static arrays or fewer)
-    XQAJIT_CU_CHECK(api, cuFuncSetAttribute(static_cast<CUfunction>(kernel->persistent_function),
-                                            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                            kernel->max_dynamic_smem));
-  }
   detail::logger()->debug("loaded {} on device {} ({} regs, {} B static smem)", name, device,
                           kernel->num_regs, kernel->static_smem);
   return kernel;
@@ -285,16 +272,6 @@ void Driver::launch_merge(const LoadedKernel& kernel, const LaunchConfig& config
   if (!kernel.merge_function)
     throw ArgumentError(fmt::format("kernel {} has no split-merge entry point", kernel.name));
   launch_entry(impl_->api, kernel, kernel.merge_function, config, stream, params);
-}
-
-void Driver::launch_persistent(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream,
-                               void** params) {
-  if (!kernel.persistent_function)
-    throw ArgumentError(fmt::format("kernel {} has no persistent-CTA entry point", kernel.name));
-  if (static_cast<int>(config.dynamic_smem) > kernel.max_dynamic_smem)
-    throw ArgumentError(fmt::format("kernel {} needs {} B of dynamic shared memory but device {} allows {} B per block",
-                                    kernel.name, config.dynamic_smem, kernel.device, kernel.max_dynamic_smem));
-  launch_entry(impl_->api, kernel, kernel.persistent_function, config, stream, params);
 }
 
 void Driver::encode_tiled_tensor_map(void* map, const TiledTensorMapRequest& r) {

@@ -51,8 +51,8 @@ ErrorTable& stats() {
   static ErrorTable s;
   return s;
 }
-// Split cases, by where their partials merged; cases on persistent CTAs (hopper).
-int merged_by_last_cta = 0, merged_by_launch = 0, merged_in_cluster = 0, persistent_cases = 0;
+// Split cases, by where their partials merged.
+int merged_by_last_cta = 0, merged_by_launch = 0, merged_in_cluster = 0;
 
 double check_output(MlaProblem& pr, cudaStream_t stream) {
   XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream));
@@ -66,7 +66,6 @@ double run_and_check(MlaProblem& pr, cudaStream_t stream) {
   // (a split cluster falls back to the last CTA where the device cannot hold every cluster)
   if (plan.num_splits > 1)
     ++(plan.merge_launch ? merged_by_launch : plan.split_cluster > 1 ? merged_in_cluster : merged_by_last_cta);
-  if (plan.persistent_units > 0) ++persistent_cases;
   pr.d_out.fill(0xff);  // NaN in bf16
   mla_decode(engine(), pr.dev, stream);
   XQAJIT_CUDART_CHECK(cudaGetLastError());
@@ -105,11 +104,9 @@ MlaCase random_case(Backend backend, int i) {
   return c;
 }
 
-// More (request, row block) units than SMs (H 64/128, q_len 1-4): hopper's bf16 cases run
-// on persistent CTAs that walk several units each, reusing their barriers and loading the
-// next unit's Q and tiles early; short ragged lengths (empty, one-tile, odd and even tile
-// counts) next to each other in one CTA's walk, and now and then a longer batch whose
-// units reach the seesaw's steady step.
+// More (request, row block) CTAs than SMs (H 64/128, q_len 1-4): grids of two waves or
+// more with short ragged lengths (empty, one-tile, odd and even tile counts), and now and
+// then a longer batch whose CTAs reach the seesaw's steady step.
 MlaCase past_one_wave_case(Backend backend, bool longer) {
   MlaCase c;
   c.backend = backend;
@@ -205,17 +202,14 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
   prewarm(cases);
   for_each_problem<MlaProblem>(cases, run_and_check);
   stats().print("backend q/kv", "mla");
-  std::fprintf(stderr,
-               "split cases merged by the last CTA: %d, by a merge launch: %d, in a cluster: %d; "
-               "on persistent CTAs: %d\n",
-               merged_by_last_cta, merged_by_launch, merged_in_cluster, persistent_cases);
+  std::fprintf(stderr, "split cases merged by the last CTA: %d, by a merge launch: %d, in a cluster: %d\n",
+               merged_by_last_cta, merged_by_launch, merged_in_cluster);
   // Every merge ran: the last CTA's on the portable backend (hopper merges two splits in a
   // cluster and more in a merge launch), the cluster's on hopper.
   const std::vector<Backend> ran = backends();
   const auto runs = [&](Backend b) { return std::find(ran.begin(), ran.end(), b) != ran.end(); };
   if (runs(Backend::portable)) CHECK(merged_by_last_cta > 0);
   if (runs(Backend::hopper)) CHECK(merged_in_cluster > 0);
-  if (runs(Backend::hopper)) CHECK(persistent_cases > 0);
   CHECK(merged_by_launch > 0);
 }
 
@@ -240,51 +234,52 @@ TEST_CASE("mla split-KV counters reset themselves across launches", "[gpu][mla]"
 TEST_CASE("mla_decode inside a captured graph replays with new lengths and scales", "[gpu][mla]") {
   for (Backend b : backends())
     for (bool past_one_wave : {false, true}) {
-    MlaCase c;
-    c.backend = b;
-    c.input = c.kv = DType::fp8;
-    c.scale_ptrs = true;
-    c.q_scale = 0.3f;
-    c.kv_scale = 0.2f;
-    c.q_len = 2;
-    c.heads = 16;
-    c.num_splits = 4;
-    c.seq_lens = {1800, 0, 999, 64, 2048};
-    if (past_one_wave) {  // hopper: persistent CTAs (bf16, H=128, more units than SMs)
-      c.input = c.kv = DType::bf16;
-      c.heads = 128;
-      c.num_splits = 0;
-      c.seq_lens.assign(device().sm_count / 4 + 3, 0);
-      for (int& len : c.seq_lens) len = static_cast<int>(rng()() % 700);
-    }
-    MlaProblem pr(c, rng(), device());
-    CudaStream stream;
-    run_and_check(pr, stream.get());  // loads the kernel: nothing compiles during capture
+      MlaCase c;
+      c.backend = b;
+      c.input = c.kv = DType::fp8;
+      c.scale_ptrs = true;
+      c.q_scale = 0.3f;
+      c.kv_scale = 0.2f;
+      c.q_len = 2;
+      c.heads = 16;
+      c.num_splits = 4;
+      c.seq_lens = {1800, 0, 999, 64, 2048};
+      if (past_one_wave) {  // bf16, H=128, more CTAs than SMs
+        c.input = c.kv = DType::bf16;
+        c.heads = 128;
+        c.num_splits = 0;
+        c.seq_lens.assign(device().sm_count / 4 + 3, 0);
+        for (int& len : c.seq_lens) len = static_cast<int>(rng()() % 700);
+      }
+      MlaProblem pr(c, rng(), device());
+      CudaStream stream;
+      run_and_check(pr, stream.get());  // loads the kernel: nothing compiles during capture
 
-    DeviceBuffer staged_q(pr.d_q.bytes()), consumed(pr.d_out.bytes());
-    const CapturedGraph graph(stream.get(), [&](cudaStream_t s) {
-      XQAJIT_CUDART_CHECK(
-          cudaMemcpyAsync(pr.d_q.get(), staged_q.get(), pr.d_q.bytes(), cudaMemcpyDeviceToDevice, s));
-      mla_decode(engine(), pr.dev, s);
-      XQAJIT_CUDART_CHECK(
-          cudaMemcpyAsync(consumed.get(), pr.d_out.get(), pr.d_out.bytes(), cudaMemcpyDeviceToDevice, s));
-    });
-    for (int round = 0; round < 3; ++round) {
-      draw_lengths(pr.lens, c.seq_lens, 0);
-      for (std::size_t i = 0; i < pr.q.size(); ++i)
-        if (rng()() % 2 == 0) pr.q[i] ^= 0x01;  // a new Q (finite: random codes stay below 2^5)
-      pr.scales = {0.2f + round * 0.1f, 0.1f + round * 0.15f};
-      staged_q.upload(pr.q);
-      pr.d_lens.upload(pr.lens);
-      pr.d_scales.upload(pr.scales);
-      pr.d_out.fill(0xff);
-      graph.replay();
-      XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
-      XQAJIT_CUDART_CHECK(cudaMemcpy(pr.d_out.get(), consumed.get(), pr.d_out.bytes(), cudaMemcpyDeviceToDevice));
-      INFO("graph replay round " << round << " past one wave " << past_one_wave);
-      check_output(pr, stream.get());
+      DeviceBuffer staged_q(pr.d_q.bytes()), consumed(pr.d_out.bytes());
+      const CapturedGraph graph(stream.get(), [&](cudaStream_t s) {
+        XQAJIT_CUDART_CHECK(
+            cudaMemcpyAsync(pr.d_q.get(), staged_q.get(), pr.d_q.bytes(), cudaMemcpyDeviceToDevice, s));
+        mla_decode(engine(), pr.dev, s);
+        XQAJIT_CUDART_CHECK(
+            cudaMemcpyAsync(consumed.get(), pr.d_out.get(), pr.d_out.bytes(), cudaMemcpyDeviceToDevice, s));
+      });
+      for (int round = 0; round < 3; ++round) {
+        draw_lengths(pr.lens, c.seq_lens, 0);
+        for (std::size_t i = 0; i < pr.q.size(); ++i)
+          if (rng()() % 2 == 0) pr.q[i] ^= 0x01;  // a new Q (finite: random codes stay below 2^5)
+        pr.scales = {0.2f + round * 0.1f, 0.1f + round * 0.15f};
+        staged_q.upload(pr.q);
+        pr.d_lens.upload(pr.lens);
+        pr.d_scales.upload(pr.scales);
+        pr.d_out.fill(0xff);
+        graph.replay();
+        XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
+        XQAJIT_CUDART_CHECK(
+            cudaMemcpy(pr.d_out.get(), consumed.get(), pr.d_out.bytes(), cudaMemcpyDeviceToDevice));
+        INFO("graph replay round " << round << " past one wave " << past_one_wave);
+        check_output(pr, stream.get());
+      }
     }
-  }
 }
 
 TEST_CASE("mla_decode refuses bad arguments before launching", "[gpu][mla]") {
@@ -293,7 +288,8 @@ TEST_CASE("mla_decode refuses bad arguments before launching", "[gpu][mla]") {
   c.num_splits = 3;
   c.seq_lens = {1000};
   MlaProblem pr(c, rng(), device());
-  check_workspace_refusals(pr.dev, [](const MlaDecodeParams& p, cudaStream_t s) { mla_decode(engine(), p, s); });
+  check_workspace_refusals(pr.dev,
+                           [](const MlaDecodeParams& p, cudaStream_t s) { mla_decode(engine(), p, s); });
   CudaStream stream;
   MlaDecodeParams p = pr.dev;
   p.sm_scale = 0.f;

@@ -23,9 +23,6 @@ std::string kernel_symbol(const KernelSpec& spec);
 /// The symbol of the same module's split-merge kernel, or "" where the family has
 /// none (GQA merges in the decode kernel; MLA may merge in a second launch).
 std::string merge_kernel_symbol(const KernelSpec& spec);
-/// The symbol of the same module's persistent-CTA decode kernel, or "" where the spec
-/// has none (MLA hopper: xqajit_mla_decode_persistent, which walks several units a CTA).
-std::string persistent_kernel_symbol(const KernelSpec& spec);
 /// The template file that is the compilation unit for a spec's kind.
 std::string kernel_main_file(const KernelSpec& spec);
 

@@ -109,11 +109,6 @@ struct MlaDecodePlan : LaunchPlan {
   /// workspace round trip. mla_decode() launches without it where the device cannot
   /// hold every cluster at once; the kernel then merges in the last CTA.
   int split_cluster = 1;
-  /// Persistent CTAs (hopper, bf16 cache, two row blocks or more, one split): where the
-  /// (request, row block) units outnumber the SMs, grid[0] CTAs (a multiple of the row
-  /// blocks, at most one per SM) each walk every grid[0]-th of these many units
-  /// (xqajit_mla_decode_persistent), instead of a second wave of CTAs. 0: the grid kernel.
-  int persistent_units = 0;
 };
 MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& device);
 

@@ -45,10 +45,6 @@ struct LoadedKernel {
   /// CUfunction of the family's split-merge launch (MLA: xqajit_mla_merge), null
   /// where the family merges inside the decode kernel only (GQA).
   void* merge_function = nullptr;
-  /// CUfunction of the persistent-CTA decode entry (MLA hopper:
-  /// xqajit_mla_decode_persistent), null where the module has none (other specs, or a
-  /// cubin built before it: launches then use the grid kernel).
-  void* persistent_function = nullptr;
   void* context = nullptr;    // CUcontext (the device's primary context)
   int max_dynamic_smem = 0;   // bytes of dynamic shared memory this kernel may request here
   int static_smem = 0;
@@ -99,12 +95,11 @@ class Driver {
   bool stream_is_capturing(Stream stream);
 
   /// Loads `cubin` into `device`'s primary context and finds `symbol` (and
-  /// `merge_symbol`, unless empty, and `persistent_symbol` where the module has it);
-  /// raises the decode entries' dynamic shared-memory limit to what this device allows.
+  /// `merge_symbol`, unless empty); raises the kernel's dynamic shared-memory
+  /// limit to what this device allows.
   std::shared_ptr<LoadedKernel> load(const KernelSpec& spec, const std::string& name,
                                      const std::vector<char>& cubin, const std::string& symbol,
-                                     const std::string& merge_symbol, const std::string& persistent_symbol,
-                                     int device);
+                                     const std::string& merge_symbol, int device);
 
   /// cuLaunchKernelEx on `stream`: no sync, no allocation. `params` is the
   /// kernel's parameter array (kernelParams). Checks dynamic_smem against the
@@ -112,8 +107,6 @@ class Driver {
   void launch(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params);
   /// The same for the kernel's split-merge entry (LoadedKernel::merge_function).
   void launch_merge(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params);
-  /// The same for the kernel's persistent-CTA entry (LoadedKernel::persistent_function).
-  void launch_persistent(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params);
   /// Encodes `request` into the 128-byte tensor map at `map` (a CUtensorMap image). A
   /// host-only call (no device work, no allocation): legal while a stream captures.
   /// Throws ArgumentError naming the request when the driver refuses it.
