@@ -8,6 +8,7 @@
 //             splits 0 or absent = the launcher's choice: fixed costs vs steps vs merges)
 //   bench_mla --extras [lse|sink|both]   (every launch also writes lse and/or applies attention
 //             sinks: their cost; default both)
+// The options combine, in any order.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -94,15 +95,8 @@ int main(int argc, char** argv) {
       shapes.push_back({H, 64, 8192, 1, bf, DType::fp8ds});
       shapes.push_back({H, 128, 4096, 1, bf, DType::fp8ds});
     }
-    bool with_lse = false, with_sink = false;  // optional outputs on every launch
-    for (int i = 1; i < argc; ++i) {
-      if (i + 1 < argc && std::strcmp(argv[i], "--shapes") == 0) shapes = parse_shapes(argv[i + 1]);
-      if (std::strcmp(argv[i], "--extras") == 0) {
-        const std::string which = i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1] : "both";
-        with_lse = which != "sink";
-        with_sink = which != "lse";
-      }
-    }
+    if (const char* list = flag_value(argc, argv, "--shapes")) shapes = parse_shapes(list);
+    const BenchExtras extras = BenchExtras::parse(argc, argv);  // optional outputs on every launch
 
     std::vector<Backend> backends = backends_for(Kind::mla, info.best_arch());
     Options opts = Options::from_env();
@@ -143,19 +137,10 @@ int main(int argc, char** argv) {
         p.kv_scale = s.kv == f8 ? 0.1f : 1.f;
         p.backend = backend;
         p.num_splits = s.splits;
-        DeviceBuffer d_lse, d_sink;
-        if (with_lse) {
-          d_lse = DeviceBuffer(std::size_t(s.B) * s.q_len * s.H * sizeof(float));
-          p.lse = d_lse.get<float>();
-        }
-        if (with_sink) {
-          std::vector<float> sinks(s.H);
-          std::uniform_real_distribution<float> u(-2.f, 4.f);
-          for (float& v : sinks) v = u(rng);
-          d_sink = to_device(sinks);
-          p.attn_sink = d_sink.get<float>();
-        }
-        const std::string label = key + (with_lse ? " +lse" : "") + (with_sink ? " +sink" : "");
+        const ExtrasBuffers extra(extras, s.B, s.q_len, s.H, rng);
+        p.lse = extra.lse();
+        p.attn_sink = extra.sinks();
+        const std::string label = key + extras.label();
         MlaDecodePlan plan;
         try {
           plan = mla_decode_plan(p, info);
@@ -186,10 +171,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr,
                      "{\"backend\": \"%s\", \"H\": %d, \"B\": %d, \"L\": %d, \"q_len\": %d, \"input\": \"%s\", "
                      "\"kv\": \"%s\", \"splits\": %d, \"merge_launch\": %s, \"us\": %.2f, \"GBps\": %.1f, \"pct_copy\": %.1f, "
-                     "\"TFLOPs\": %.1f, \"nvrtc_s\": %.3f, \"spec\": \"%s\"}\n",
+                     "\"TFLOPs\": %.1f, \"nvrtc_s\": %.3f, \"spec\": \"%s\"%s}\n",
                      to_string(backend).c_str(), s.H, s.B, s.L, s.q_len, to_string(s.input).c_str(),
                      to_string(s.kv).c_str(), plan.num_splits, plan.merge_launch ? "true" : "false", us, gbps, 100.0 * gbps * 1e9 / copy_bw, tflops,
-                     cubin.seconds, cubin.name.c_str());
+                     cubin.seconds, cubin.name.c_str(), extras.json().c_str());
         std::fflush(stdout);
       }
   } catch (const std::exception& e) {
