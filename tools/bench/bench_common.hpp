@@ -87,6 +87,7 @@ inline void fill_random(DeviceBuffer& buf, DType dt, std::mt19937& rng) {
 struct BenchPages {
   int batch, len, page_size;
   std::size_t per_seq, count;  // pages per request, pages in the pool
+  std::vector<std::int32_t> order;  // the pool shuffled: request b's page j is order[b * per_seq + j]
   DeviceBuffer table, lens;
 
   BenchPages(int batch_, int len_, int page_size_)
@@ -101,15 +102,28 @@ struct BenchPages {
     p.max_pages_per_seq = static_cast<int>(per_seq);
   }
 
+  /// The pool in a random order (`order`), as pages come from a free list.
+  void shuffle(std::mt19937& rng) {
+    order.resize(count);
+    for (std::size_t i = 0; i < count; ++i) order[i] = static_cast<std::int32_t>(i);
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+
+  /// shuffle(), then the block table and the lengths on the device, in `p`.
   template <class Params>
   void upload(Params& p, std::mt19937& rng) {
-    std::vector<std::int32_t> pages(count), lengths(batch, len);
-    for (std::size_t i = 0; i < count; ++i) pages[i] = static_cast<std::int32_t>(i);
-    std::shuffle(pages.begin(), pages.end(), rng);
-    table = to_device(pages);
+    shuffle(rng);
+    const std::vector<std::int32_t> lengths(batch, len);
+    table = to_device(order);
     lens = to_device(lengths);
     p.block_table = table.get<std::int32_t>();
     p.seq_lens = lens.get<std::int32_t>();
+  }
+
+  /// The cache slot (page * page_size + offset) of request b's key `pos` (after shuffle).
+  std::int32_t slot(int b, int pos) const {
+    const std::int32_t page = order[std::size_t(b) * per_seq + std::size_t(pos / page_size)];
+    return page * page_size + pos % page_size;
   }
 };
 
