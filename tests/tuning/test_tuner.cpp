@@ -1,7 +1,7 @@
 // The tuner's CPU side: candidates per family and arch (the GQA backend axis),
-// selection and the interleaved re-timing over a fake timer, the plan's
-// heuristic with the table ignored, prewarm following the table, and
-// Engine::tune's refusals that need no GPU.
+// selection and the interleaved re-timing over a fake timer, the tuning key of
+// a sparse MLA launch, the plan's heuristic with the table ignored, prewarm
+// following the table, and Engine::tune's refusals that need no GPU.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -215,6 +215,49 @@ TEST_CASE("tuner: MLA picks a backend per bucket; one runnable candidate tunes n
   for (const auto& c : tuning_candidates(mla_spec()))
     if (c.backend != Backend::portable || c.num_splits) t3.us[to_string(c)] = -1;
   CHECK_FALSE(tune_key({h100(), mla_spec(), 1, 32768}, t3));
+}
+
+TEST_CASE("tuner: a sparse MLA launch is keyed by its topk, the length its plan looks up") {
+  test::TempDir dir;
+  Options o;
+  o.cache_dir = dir.path();
+  o.tuning = "off";
+  const Engine engine(o);
+  const DeviceInfo d = h100_info();
+  alignas(16) static char fake[256];
+  MlaDecodeParams p;  // DeepSeek-V3.2: 128 heads over the fp8-with-scales cache, top-2048 lists
+  p.batch = 64, p.num_heads = 128, p.page_size = 64, p.num_pages = 4096;
+  p.kv = DType::fp8ds;
+  p.sm_scale = 0.0721687836f;
+  p.q = p.kv_cache = fake;
+  p.out = fake;
+  p.indices = reinterpret_cast<const std::int32_t*>(fake);
+  p.topk = 2048;
+  REQUIRE_NOTHROW(validate(p));
+  const TuningKey key = tuning_key(engine, p, d);
+  CHECK(key.spec.sparse);
+  CHECK(key.batch == 64);
+  CHECK(key.seq_len == 2048);  // no block table: the lists' length, not max_pages_per_seq x page_size
+  MlaDecodeParams other = p;
+  other.topk = 512;  // each topk its own key (not one key every tuned topk overwrites)
+  CHECK(tuning_key(engine, other, d).seq_len == 512);
+  // Sparse MLA has only the portable kernel: no hopper candidate is compiled or timed.
+  const auto candidates = tuning_candidates(key.spec);
+  CHECK(candidates.size() == 1 + candidate_space(Kind::mla).fixed_splits.size());
+  CHECK(count_if_backend(candidates, Backend::portable) == candidates.size());
+  // A winner stored under the tuner's key is the plan's exact answer for the launch.
+  auto t = std::make_shared<TuningTable>();
+  TuningEntry e;
+  e.key = key;
+  e.winner = {0, 4, Backend::portable};
+  e.candidates = {{e.winner, 10.0, false}, {heuristic_choice(p, d), 12.0, true}};
+  t->put(e);
+  set_active_tuning(t, key.device.toolchain);
+  const MlaDecodePlan plan = mla_decode_plan(p, d);
+  CHECK(plan.source == ChoiceSource::tuned);
+  CHECK(plan.num_splits == 4);
+  CHECK(plan.spec.sparse);
+  set_active_tuning(nullptr);
 }
 
 TEST_CASE("tuner: the plan's heuristic ignores the table on this thread only") {

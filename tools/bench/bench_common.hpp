@@ -1,19 +1,22 @@
 #pragma once
 // Pieces the GPU benchmarks share: the copy-bandwidth ceiling, random device
 // fills (never zeros: they hide wrong indexing and run faster than real data),
-// the paged table of a shape, the workspace, and per-launch timing of a captured
-// graph of back-to-back launches. An op's bench keeps its shapes, its params and
-// its columns.
+// the paged table of a shape, the workspace, the command-line options both
+// benches take (--only, --extras) and the extras' buffers, and per-launch timing
+// of a captured graph of back-to-back launches. An op's bench keeps its shapes,
+// its params and its columns.
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "support/gpu_buffers.hpp"
 #include "support/reference.hpp"
+#include "xqajit/error.hpp"
 #include "xqajit/runtime/driver.hpp"
 
 namespace xqajit::testing {
@@ -84,6 +87,7 @@ inline void fill_random(DeviceBuffer& buf, DType dt, std::mt19937& rng) {
 struct BenchPages {
   int batch, len, page_size;
   std::size_t per_seq, count;  // pages per request, pages in the pool
+  std::vector<std::int32_t> order;  // the pool shuffled: request b's page j is order[b * per_seq + j]
   DeviceBuffer table, lens;
 
   BenchPages(int batch_, int len_, int page_size_)
@@ -98,15 +102,28 @@ struct BenchPages {
     p.max_pages_per_seq = static_cast<int>(per_seq);
   }
 
+  /// The pool in a random order (`order`), as pages come from a free list.
+  void shuffle(std::mt19937& rng) {
+    order.resize(count);
+    for (std::size_t i = 0; i < count; ++i) order[i] = static_cast<std::int32_t>(i);
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+
+  /// shuffle(), then the block table and the lengths on the device, in `p`.
   template <class Params>
   void upload(Params& p, std::mt19937& rng) {
-    std::vector<std::int32_t> pages(count), lengths(batch, len);
-    for (std::size_t i = 0; i < count; ++i) pages[i] = static_cast<std::int32_t>(i);
-    std::shuffle(pages.begin(), pages.end(), rng);
-    table = to_device(pages);
+    shuffle(rng);
+    const std::vector<std::int32_t> lengths(batch, len);
+    table = to_device(order);
     lens = to_device(lengths);
     p.block_table = table.get<std::int32_t>();
     p.seq_lens = lens.get<std::int32_t>();
+  }
+
+  /// The cache slot (page * page_size + offset) of request b's key `pos` (after shuffle).
+  std::int32_t slot(int b, int pos) const {
+    const std::int32_t page = order[std::size_t(b) * per_seq + std::size_t(pos / page_size)];
+    return page * page_size + pos % page_size;
   }
 };
 
@@ -120,13 +137,30 @@ DeviceBuffer zeroed_workspace(Params& p, std::size_t bytes) {
   return ws;
 }
 
+/// Whether `flag` is on the command line (anywhere after the program name).
+inline bool has_flag(int argc, char** argv, const char* flag) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], flag) == 0) return true;
+  return false;
+}
+
+/// The argument after `flag` on the command line; null when the flag is absent, or last, or
+/// followed by another option (`--...`).
+inline const char* flag_value(int argc, char** argv, const char* flag) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], flag) == 0)
+      return std::strncmp(argv[i + 1], "--", 2) == 0 ? nullptr : argv[i + 1];
+  return nullptr;
+}
+
 /// `--only "A|B"` on the command line: keep the shapes whose key contains A or B
 /// (every shape without the flag).
 class ShapeFilter {
  public:
   ShapeFilter(int argc, char** argv) {
-    if (argc <= 2 || std::string(argv[1]) != "--only") return;
-    const std::string list = argv[2];
+    const char* value = flag_value(argc, argv, "--only");
+    if (value == nullptr) return;
+    const std::string list = value;
     for (std::size_t pos = 0, bar; pos <= list.size(); pos = bar + 1) {
       bar = list.find('|', pos);
       if (bar == std::string::npos) bar = list.size();
@@ -140,6 +174,53 @@ class ShapeFilter {
 
  private:
   std::vector<std::string> parts_;
+};
+
+/// `--extras [lse|sink|both]` (no value: both): every launch also writes the log-sum-exp
+/// and/or applies attention sinks, so a run with and one without give their cost. GQA and
+/// MLA take both (DecodeParams lse / sinks, MlaDecodeParams lse / attn_sink).
+struct BenchExtras {
+  bool lse = false, sink = false;
+
+  /// Throws ArgumentError naming the allowed values for any other value.
+  static BenchExtras parse(int argc, char** argv) {
+    BenchExtras e;
+    if (!has_flag(argc, argv, "--extras")) return e;
+    const char* value = flag_value(argc, argv, "--extras");
+    const std::string which = value ? value : "both";
+    if (which != "lse" && which != "sink" && which != "both")
+      throw ArgumentError("--extras '" + which + "': allowed lse, sink, both (no value: both)");
+    e.lse = which != "sink";
+    e.sink = which != "lse";
+    return e;
+  }
+  /// The suffix of a row's label: " +lse", " +sink", " +lse +sink" or nothing.
+  std::string label() const { return std::string(lse ? " +lse" : "") + (sink ? " +sink" : ""); }
+  /// The same as JSON members to append to a row's object (", \"lse\": true" ...), or nothing.
+  std::string json() const {
+    return std::string(lse ? ", \"lse\": true" : "") + (sink ? ", \"sink\": true" : "");
+  }
+};
+
+/// The device buffers of one shape's extras: lse float32 [batch, q_len, heads] (contiguous,
+/// cudaMalloc's alignment), and sinks float32 [heads] drawn from [-2, 4) -- around the rows'
+/// lse, so the sink factor is neither 0 nor 1 and its math runs in full. Null where not asked.
+class ExtrasBuffers {
+ public:
+  ExtrasBuffers(const BenchExtras& extras, int batch, int q_len, int heads, std::mt19937& rng) {
+    if (extras.lse) lse_ = DeviceBuffer(std::size_t(batch) * q_len * heads * sizeof(float));
+    if (extras.sink) {
+      std::vector<float> sinks(heads);
+      std::uniform_real_distribution<float> u(-2.f, 4.f);
+      for (float& v : sinks) v = u(rng);
+      sinks_ = to_device(sinks);
+    }
+  }
+  float* lse() const { return lse_.get<float>(); }
+  const float* sinks() const { return sinks_.get<float>(); }
+
+ private:
+  DeviceBuffer lse_, sinks_;
 };
 
 /// Median microseconds per launch of a graph holding `launches` back-to-back

@@ -4,7 +4,11 @@
 // shapes), GB/s of K+V read and that as a percentage of the copy bandwidth.
 // Also the NVRTC seconds of each spec (memory-only engine: every spec compiles).
 //
-//   bench_decode [--quick | --sweep | --waves | --spec-rows | --spec-rows-dims | --spec-long | --only "A|B"]    (prints a table; JSON lines to stderr)
+//   bench_decode [--quick | --sweep | --waves | --spec-rows | --spec-rows-dims | --spec-long] [--only "A|B"]
+//                [--extras [lse|sink|both]]    (prints a table; JSON lines to stderr)
+//
+// --extras: every launch also writes lse (float32 [B, q_len, Hq]) and/or applies attention
+// sinks (float32 [Hq]): their cost, against a run without (no value: both).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -58,9 +62,11 @@ std::vector<Backend> bench_backends() {
 
 int main(int argc, char** argv) {
   // --quick: the first 4 shapes; --only A|B: shapes whose "B L Hq Hk D in kv page" contains A or B.
-  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  const auto mode = [&](const char* flag) { return has_flag(argc, argv, flag); };
+  const bool quick = mode("--quick");
   const ShapeFilter only(argc, argv);
   try {
+    const BenchExtras extras = BenchExtras::parse(argc, argv);
     const DeviceInfo info = Driver::instance().device(0);
     const double copy_bw = report_device(info);
 
@@ -97,7 +103,7 @@ int main(int argc, char** argv) {
     };
     if (quick) shapes.resize(4);
     // --sweep: the split count and tile at the shapes that miss a target (PDL on; us_nopdl off).
-    if (argc > 1 && std::string(argv[1]) == "--sweep") {
+    if (mode("--sweep")) {
       shapes.clear();
       for (DType kv : {bf, f8}) {
         for (int t : {32, 64, 128})
@@ -121,7 +127,7 @@ int main(int argc, char** argv) {
     // --waves: forced split counts where the CTAs fill a fraction of their last wave
     // (wave quantisation; docs/KERNEL_NOTES.md, hopper h3), and B=1 split counts (up to 16
     // splits merge in a cluster on the hopper backend, more through the workspace).
-    if (argc > 1 && std::string(argv[1]) == "--waves") {
+    if (mode("--waves")) {
       shapes.clear();
       for (DType kv : {bf, f8}) {
         for (int sp : {0, 1, 2, 3, 4}) shapes.push_back({64, 4096, 32, 8, 128, bf, kv, 64, 0, sp});
@@ -145,7 +151,7 @@ int main(int argc, char** argv) {
 
     // --spec-rows: speculative decoding at small batch, the plan's rows per CTA (h43) against
     // one block of all of a KV head's rows (the plan before h43).
-    if (argc > 1 && std::string(argv[1]) == "--spec-rows") {
+    if (mode("--spec-rows")) {
       shapes.clear();
       for (DType kv : {bf, f8})
         for (auto [Hq, q] : {std::pair{32, 4}, std::pair{32, 8}, std::pair{64, 8}}) {
@@ -164,7 +170,7 @@ int main(int argc, char** argv) {
     // --spec-long: speculative decoding over long sequences, one knob at a time against the plan:
     // the 128-key tile, half the row blocks (twice the rows per CTA), both. A tuned table beat
     // the plan by 11-25 % at B=1 L=32768 with two knobs moved at once (KERNEL_NOTES, session 18).
-    if (argc > 1 && std::string(argv[1]) == "--spec-long") {
+    if (mode("--spec-long")) {
       shapes.clear();
       for (DType kv : {bf, f8})
         for (auto [Hq, q, half_rows] : {std::tuple{32, 4, 8}, std::tuple{32, 8, 16}, std::tuple{64, 8, 32}})
@@ -176,7 +182,7 @@ int main(int argc, char** argv) {
 
     // --spec-rows-dims: the same question at head_dim 64 and 256 (fp8: auto runs hopper there),
     // one block (the rule's choice: it is measured at 128 only) against blocks of 8 and 16 rows.
-    if (argc > 1 && std::string(argv[1]) == "--spec-rows-dims") {
+    if (mode("--spec-rows-dims")) {
       shapes.clear();
       for (int D : {64, 256})
         for (int q : {4, 8})
@@ -189,8 +195,9 @@ int main(int argc, char** argv) {
     Engine engine(opts);
     CudaStream stream;
     std::mt19937 rng(1234);
-    std::printf("\n%-46s %6s %9s %9s %7s %9s %7s %8s\n", "shape (B L Hq Hk D in kv page tile)", "splits", "us",
-                "GB/s", "%copy", "us_nopdl", "nvrtc_s", "regs");
+    const int shape_w = extras.lse || extras.sink ? 58 : 46;  // room for " +lse +sink"
+    std::printf("\n%-*s %6s %9s %9s %7s %9s %7s %8s\n", shape_w, "shape (B L Hq Hk D in kv page tile)",
+                "splits", "us", "GB/s", "%copy", "us_nopdl", "nvrtc_s", "regs");
     const std::vector<Backend> backends = bench_backends();
     // A mode's blocks overlap (the plan rows of B=1 L=8192 and the small batches recur), and
     // a forced split count or tile can come out as the plan's own, or two counts round to one
@@ -221,11 +228,15 @@ int main(int argc, char** argv) {
       p.num_splits = s.splits;
       p.cta_rows = s.cta_rows;
       p.kv_layout = s.hnd ? KvLayout::hnd : KvLayout::nhd;
+      // Before the plan: it is the plan decode() makes with them.
+      const ExtrasBuffers extra(extras, s.B, s.q_len, s.Hq, rng);
+      p.lse = extra.lse();
+      p.sinks = extra.sinks();
       DecodePlan plan;
       try {
         plan = decode_plan(p, info);
       } catch (const Error& e) {  // a forced split count this spec cannot merge: skip the row
-        std::printf("%-46s skipped: %s\n", key.c_str(), e.what());
+        std::printf("%-*s skipped: %s\n", shape_w, key.c_str(), e.what());
         continue;
       }
       const std::string launch = fmt::format("{} {} {} {} {} {}", key, to_string(backend), canonical_name(plan.spec),
@@ -282,18 +293,21 @@ int main(int argc, char** argv) {
       const double kv_read = 2.0 * std::size_t(s.B) * s.L * s.Hk * s.D * dtype_bytes(s.kv);
       const double gbps = kv_read / (us * 1e-6) / 1e9;
       const std::string rows = plan.spec.cta_rows ? fmt::format(" r{}", plan.spec.cta_rows) : "";
-      const std::string label = fmt::format("{} t{}{} {}{}{}", key, normalized(plan.spec).kv_tile, rows,
-                                            to_string(plan.spec.backend).substr(0, 4), s.splits ? " forced" : "",
-                                            s.hnd ? " HND" : "");
-      std::printf("%-46s %6d %9.1f %9.0f %6.1f%% %9.1f %7.2f %8d\n", label.c_str(), plan.num_splits, us, gbps,
-                  100.0 * gbps * 1e9 / copy_bw, us_nopdl, cubin.seconds, k.num_regs);
-      std::fprintf(stderr,
-                   "{\"B\": %d, \"L\": %d, \"Hq\": %d, \"Hk\": %d, \"D\": %d, \"input\": \"%s\", \"kv\": \"%s\", "
-                   "\"page\": %d, \"hnd\": %d, \"q_len\": %d, \"backend\": \"%s\", \"splits\": %d, \"us\": %.2f, \"us_nopdl\": %.2f, \"GBps\": %.1f, \"pct_copy\": %.1f, "
-                   "\"nvrtc_s\": %.3f, \"spec\": \"%s\", \"us_runs\": [%.2f, %.2f, %.2f, %.2f]}\n",
-                   s.B, s.L, s.Hq, s.Hk, s.D, to_string(s.input).c_str(), to_string(s.kv).c_str(), s.page,
-                   s.hnd ? 1 : 0, s.q_len, to_string(plan.spec.backend).c_str(), plan.num_splits, us, us_nopdl, gbps, 100.0 * gbps * 1e9 / copy_bw, cubin.seconds, cubin.name.c_str(),
-                   runs[0], runs[1], runs[2], runs[3]);
+      const std::string label = fmt::format("{} t{}{} {}{}{}{}", key, normalized(plan.spec).kv_tile, rows,
+                                            to_string(plan.spec.backend).substr(0, 4),
+                                            s.splits ? " forced" : "", s.hnd ? " HND" : "", extras.label());
+      std::printf("%-*s %6d %9.1f %9.0f %6.1f%% %9.1f %7.2f %8d\n", shape_w, label.c_str(), plan.num_splits,
+                  us, gbps, 100.0 * gbps * 1e9 / copy_bw, us_nopdl, cubin.seconds, k.num_regs);
+      std::fprintf(
+          stderr,
+          "{\"B\": %d, \"L\": %d, \"Hq\": %d, \"Hk\": %d, \"D\": %d, \"input\": \"%s\", \"kv\": \"%s\", "
+          "\"page\": %d, \"hnd\": %d, \"q_len\": %d, \"backend\": \"%s\", \"splits\": %d, \"us\": %.2f, "
+          "\"us_nopdl\": %.2f, \"GBps\": %.1f, \"pct_copy\": %.1f, "
+          "\"nvrtc_s\": %.3f, \"spec\": \"%s\", \"us_runs\": [%.2f, %.2f, %.2f, %.2f]%s}\n",
+          s.B, s.L, s.Hq, s.Hk, s.D, to_string(s.input).c_str(), to_string(s.kv).c_str(), s.page,
+          s.hnd ? 1 : 0, s.q_len, to_string(plan.spec.backend).c_str(), plan.num_splits, us, us_nopdl, gbps,
+          100.0 * gbps * 1e9 / copy_bw, cubin.seconds, cubin.name.c_str(), runs[0], runs[1], runs[2], runs[3],
+          extras.json().c_str());
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

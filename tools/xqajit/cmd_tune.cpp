@@ -48,9 +48,10 @@ std::string choice_label(const TunedChoice& c, Kind kind) {
 
 std::string key_label(const TuningKey& k) {
   const auto& s = k.spec;
-  return fmt::format("{} {} kv={} d{} p{} g{} q{}{} {}  batch {:>4}  seq {:>6}", to_string(s.kind),
+  return fmt::format("{} {} kv={} d{} p{} g{} q{}{}{} {}  batch {:>4}  {} {:>6}", to_string(s.kind),
                      to_string(s.input), to_string(s.kv), s.head_dim, s.page_size, s.group, s.q_len,
-                     s.sliding_window ? " sw" : "", s.arch.str(), k.batch, k.seq_len);
+                     s.sliding_window ? " sw" : "", s.sparse ? " sparse" : "", s.arch.str(), k.batch,
+                     s.sparse ? "topk" : "seq", k.seq_len);
 }
 
 TunedChoice heuristic_of(const TuningEntry& e) {
@@ -241,7 +242,10 @@ void add_tune_command(CLI::App& app, GlobalFlags& flags, int& exit_code) {
   cmd->add_option("--file", args->file,
                   "The tuning table to write/show (default <cache>/tuning/<device>.json)");
   cmd->add_option("--batch", args->batches, "Batch sizes (comma-separated)")->delimiter(',');
-  cmd->add_option("--seq-len", args->seq_lens, "Longest sequence lengths (comma-separated)")->delimiter(',');
+  cmd->add_option(
+         "--seq-len", args->seq_lens,
+         "Longest sequence lengths (comma-separated); sparse MLA specs: topk, the index lists' length")
+      ->delimiter(',');
   cmd->add_option("--warmup", args->settings.warmup, "Untimed plain launches per candidate");
   cmd->add_option("--iters", args->settings.iters,
                   "Timed replays of each candidate's graph of launches (median us per launch)");

@@ -2,7 +2,9 @@
 // A synthetic launch of one tuning key's shape for `xqajit tune`: device
 // buffers allocated once per key and filled with random values (fp8 caches
 // with random finite e4m3 bytes, never zeros), every request at the bucket's
-// sequence length, block tables a random permutation of the page pool.
+// sequence length, block tables a random permutation of the page pool. Sparse
+// MLA: the bucket's length is topk; each query token's index list names topk
+// distinct slots of its request's pages, and no block table is passed.
 
 #include <cstdint>
 #include <variant>
