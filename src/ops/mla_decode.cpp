@@ -181,7 +181,8 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
     if (!is_sparse(p)) {
       plan.source = ops::take_tuned_knobs(p, mla_decode_spec(p, device.best_arch()), device).source;
     } else {  // sparse: the bucket's length is topk; no sparse hopper kernel yet
-      const TunedLookup tuned = tuned_choice(device, mla_decode_spec(p, device.best_arch()), p.batch, p.topk);
+      const TunedLookup tuned =
+          tuned_choice(device, mla_decode_spec(p, device.best_arch()), p.batch, mla_decode_covered_keys(p));
       if (tuned.source != ChoiceSource::heuristic) {
         p.kv_tile = tuned.choice.kv_tile;
         p.num_splits = tuned.choice.num_splits;
@@ -205,7 +206,7 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
 
   SplitRequest request;
   // Sparse: splits cover positions of the index lists, as dense splits cover the sequence.
-  request.covered_keys = is_sparse(p) ? p.topk : static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size;
+  request.covered_keys = mla_decode_covered_keys(p);
   request.base_ctas = static_cast<std::int64_t>(p.batch) * geo.row_blocks;
   request.kv_tile = plan.spec.kv_tile;
   request.threads = geo.threads;

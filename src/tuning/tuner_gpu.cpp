@@ -293,11 +293,10 @@ TuningKey tuning_key(const Engine& engine, const DecodeParams& p, const DeviceIn
 }
 
 TuningKey tuning_key(const Engine& engine, const MlaDecodeParams& p, const DeviceInfo& device) {
-  // The length mla_decode_plan looks up: sparse MLA's is topk (its lists, not the cache, are
-  // the work; it has no block table), so a sparse key is found by the launches it was tuned for.
-  const std::int64_t length =
-      is_sparse(p) ? p.topk : static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size;
-  return key_for(engine, device, mla_decode_spec(without_knobs(p), device.best_arch()), p.batch, length);
+  // The length mla_decode_plan looks up (topk for a sparse launch), so a key is found by the
+  // launches it was tuned for.
+  return key_for(engine, device, mla_decode_spec(without_knobs(p), device.best_arch()), p.batch,
+                 mla_decode_covered_keys(p));
 }
 
 TunedChoice heuristic_choice(const DecodeParams& params, const DeviceInfo& device) {

@@ -46,7 +46,7 @@ struct MlaDecodeParams : LaunchKnobs {
   /// [batch] or null: only the first topk_length[b] entries of request b's lists count
   /// (clamped to [0, topk]). A row with no valid entry gives zeros (lse +inf).
   const std::int32_t* topk_length = nullptr;
-  int topk = 0;  ///< entries per index list (1 to 65536; DeepSeek-V3.2: 2048)
+  int topk = 0;  ///< entries per index list (1 to 2^20; DeepSeek-V3.2: 2048)
   std::int64_t indices_stride_batch = 0, indices_stride_token = 0;  ///< 0 = contiguous
 
   // --- optional extra outputs (dense and sparse) ---
@@ -90,6 +90,13 @@ void validate(const MlaDecodeParams& params);
 
 /// Whether these params ask for sparse MLA (indices set).
 inline bool is_sparse(const MlaDecodeParams& params) { return params.indices != nullptr; }
+
+/// The keys a launch's splits cover, and the length its tuning entries are keyed by: a
+/// sparse launch's index lists (topk; it has no block table), a dense one's table
+/// (max_pages_per_seq * page_size).
+inline std::int64_t mla_decode_covered_keys(const MlaDecodeParams& params) {
+  return is_sparse(params) ? params.topk : static_cast<std::int64_t>(params.max_pages_per_seq) * params.page_size;
+}
 
 /// The kernel spec an MLA decode with these params runs on `arch` (backend resolved).
 KernelSpec mla_decode_spec(const MlaDecodeParams& params, const Arch& arch);
