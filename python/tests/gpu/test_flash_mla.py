@@ -56,12 +56,10 @@ def random_cache(pages, page, used, g):
     return kv.bfloat16().view(pages, page, 1, QK).cuda()
 
 
-@pytest.mark.parametrize("h_q,s_q,topk,sinks,lengths", [(128, 2, 2048, False, False), (16, 1, 512, True, True),
-                                                         (64, 2, 100, True, False), (32, 4, 64, False, True)])
-def test_sparse_matches_reference(h_q, s_q, topk, sinks, lengths):
-    g = torch.Generator().manual_seed(h_q * 7 + topk)
-    B, P, pages = 3, 64, 40
-    slots = pages * P
+def random_index_lists(g, B, s_q, topk, slots, lengths):
+    """Index lists [B, s_q, topk] into `slots` cache slots with -1s, out-of-range entries,
+    duplicates shared between requests and a row with no valid entry; topk_length [B] when
+    `lengths`; the valid slots."""
     idx = torch.randint(0, slots, (B, s_q, topk), generator=g, dtype=torch.int32)
     r = torch.rand(B, s_q, topk, generator=g)
     idx[r < 0.1] = -1
@@ -69,7 +67,15 @@ def test_sparse_matches_reference(h_q, s_q, topk, sinks, lengths):
     idx[(r >= 0.13) & (r < 0.2)] = idx[0, 0, 0]  # duplicates, shared between requests
     idx[B - 1, 0] = -1  # a row with no valid entry
     n = torch.randint(0, topk + 1, (B,), generator=g, dtype=torch.int32) if lengths else None
-    valid = idx[(idx >= 0) & (idx < slots)].tolist()
+    return idx, n, idx[(idx >= 0) & (idx < slots)].tolist()
+
+
+@pytest.mark.parametrize("h_q,s_q,topk,sinks,lengths", [(128, 2, 2048, False, False), (16, 1, 512, True, True),
+                                                         (64, 2, 100, True, False), (32, 4, 64, False, True)])
+def test_sparse_matches_reference(h_q, s_q, topk, sinks, lengths):
+    g = torch.Generator().manual_seed(h_q * 7 + topk)
+    B, P, pages = 3, 64, 40
+    idx, n, valid = random_index_lists(g, B, s_q, topk, pages * P, lengths)
     kv = random_cache(pages, P, set(valid), g)
     q = torch.randn(B, s_q, h_q, QK, generator=g).bfloat16().cuda()
     sink = (torch.rand(h_q, generator=g) * 4 - 2).cuda() if sinks else None
@@ -174,15 +180,7 @@ def dequantize_fp8ds(cache):
 def test_fp8_kvcache_sparse_matches_reference(h_q, s_q, topk, sinks, lengths, jitter):
     g = torch.Generator().manual_seed(h_q * 13 + topk)
     B, P, pages = 3, 64, 40
-    slots = pages * P
-    idx = torch.randint(0, slots, (B, s_q, topk), generator=g, dtype=torch.int32)
-    r = torch.rand(B, s_q, topk, generator=g)
-    idx[r < 0.1] = -1
-    idx[(r >= 0.1) & (r < 0.13)] = slots + 5
-    idx[(r >= 0.13) & (r < 0.2)] = idx[0, 0, 0]
-    idx[B - 1, 0] = -1
-    n = torch.randint(0, topk + 1, (B,), generator=g, dtype=torch.int32) if lengths else None
-    valid = idx[(idx >= 0) & (idx < slots)].tolist()
+    idx, n, valid = random_index_lists(g, B, s_q, topk, pages * P, lengths)
     cache = quantize_fp8ds(random_cache(pages, P, set(valid), g).squeeze(2), g, jitter)  # NaN where unused
     q = torch.randn(B, s_q, h_q, QK, generator=g).bfloat16().cuda()
     sink = (torch.rand(h_q, generator=g) * 4 - 2).cuda() if sinks else None
