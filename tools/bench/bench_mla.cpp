@@ -20,7 +20,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <numeric>
 #include <random>
 #include <string>
 #include <tuple>
@@ -28,6 +27,7 @@
 #include <vector>
 
 #include "bench/bench_common.hpp"
+#include "tuning/topk_lists.hpp"
 #include "xqajit/engine.hpp"
 #include "xqajit/error.hpp"
 #include "xqajit/ops/mla_decode.hpp"
@@ -116,27 +116,20 @@ std::vector<Shape> sparse_shapes() {
   return shapes;
 }
 
-// A sparse shape's index lists, int32 [B, q_len, topk] contiguous: each token's list names
-// topk distinct keys of its request's L in random order (an indexer's top-k), as cache slots
-// through the request's pages (`pages` shuffled); each entry -1 with probability
-// invalid_pct / 100. Returns the lists and how many entries are valid.
+// A sparse shape's index lists (tuning/topk_lists.hpp) through the request's pages (`pages`
+// shuffled), each entry -1 with probability invalid_pct / 100. Returns the lists and how many
+// entries are valid.
 std::pair<std::vector<std::int32_t>, std::int64_t> index_lists(const Shape& s, const BenchPages& pages,
                                                                int invalid_pct, std::mt19937& rng) {
-  std::vector<std::int32_t> lists(std::size_t(s.B) * s.q_len * s.topk);
-  std::vector<int> keys(s.L);
   std::uniform_int_distribution<int> percent(0, 99);
   std::int64_t valid = 0;
-  std::size_t at = 0;
-  for (int b = 0; b < s.B; ++b) {
-    std::iota(keys.begin(), keys.end(), 0);
-    for (int t = 0; t < s.q_len; ++t)
-      for (int k = 0; k < s.topk; ++k) {  // a partial Fisher-Yates shuffle: keys[0, topk) distinct
-        std::swap(keys[k], keys[std::uniform_int_distribution<int>(k, s.L - 1)(rng)]);
+  std::vector<std::int32_t> lists = topk_index_lists(
+      s.B, s.q_len, s.topk, s.L, rng, [&](int b, int key) { return pages.slot(b, key); },
+      [&] {
         const bool skip = percent(rng) < invalid_pct;
-        lists[at++] = skip ? -1 : pages.slot(b, keys[k]);
         valid += !skip;
-      }
-  }
+        return skip;
+      });
   return {std::move(lists), valid};
 }
 

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "tuning/topk_lists.hpp"
 #include "xqajit/error.hpp"
 
 namespace xqajit::cli {
@@ -38,28 +39,6 @@ std::vector<unsigned char> random_bytes(DType type, std::size_t bytes, std::mt19
     out[i + 1] = static_cast<unsigned char>(w >> 8);
   }
   return out;
-}
-
-// Sparse MLA's index lists, int32 [batch, q_len, topk]: each token's list names topk distinct
-// keys of its request's pages (as an indexer's top-k does; uniform draws from the whole pool
-// repeated a third of a B=1 list's slots), in random order, as slots page * page_size + offset.
-std::vector<std::int32_t> index_lists(const std::vector<std::int32_t>& table, int batch, int q_len,
-                                      int pages_per_seq, int page_size, int topk, std::mt19937_64& rng) {
-  std::vector<std::int32_t> lists(static_cast<std::size_t>(batch) * q_len * topk);
-  std::vector<std::int32_t> keys(static_cast<std::size_t>(pages_per_seq) * page_size);  // >= topk
-  std::size_t at = 0;
-  for (int b = 0; b < batch; ++b) {
-    std::iota(keys.begin(), keys.end(), 0);
-    for (int t = 0; t < q_len; ++t)
-      for (int k = 0; k < topk; ++k) {  // a partial Fisher-Yates shuffle: keys[0, topk) distinct
-        const std::size_t pick = std::uniform_int_distribution<std::size_t>(k, keys.size() - 1)(rng);
-        std::swap(keys[static_cast<std::size_t>(k)], keys[pick]);
-        const std::int32_t key = keys[static_cast<std::size_t>(k)];
-        const std::int32_t page = table[static_cast<std::size_t>(b) * pages_per_seq + key / page_size];
-        lists[at++] = page * page_size + key % page_size;
-      }
-  }
-  return lists;
 }
 
 }  // namespace
@@ -113,8 +92,13 @@ TuneProblem::TuneProblem(const detail::CudaApi& api, CUstream stream, const Kern
     p.block_table = static_cast<const std::int32_t*>(table_.get());
     p.seq_lens = static_cast<const std::int32_t*>(lens_.get());
     if (s.sparse) {  // DSA: seq_len is topk (the plan's length bucket), each request's pages hold it
-      const std::vector<std::int32_t> indices =
-          index_lists(table, batch, s.q_len, pages_per_seq, s.page_size, static_cast<int>(seq_len), rng);
+      const std::vector<std::int32_t> indices = topk_index_lists(
+          batch, s.q_len, static_cast<int>(seq_len), pages_per_seq * s.page_size, rng,
+          [&](int b, int key) {
+            return table[static_cast<std::size_t>(b) * pages_per_seq + key / s.page_size] * s.page_size +
+                   key % s.page_size;
+          },
+          [] { return false; });
       indices_ = alloc(indices.size() * 4);
       XQAJIT_CU_CHECK(api_, cuMemcpyHtoD(indices_.ptr(), indices.data(), indices.size() * 4));
       p.indices = static_cast<const std::int32_t*>(indices_.get());
