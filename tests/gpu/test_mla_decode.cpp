@@ -115,9 +115,12 @@ MlaCase past_one_wave_case(Backend backend, bool longer) {
   if (c.heads == 64 && c.q_len == 1) c.q_len = 2;  // two row blocks at least
   const int row_blocks = (c.heads * c.q_len + 63) / 64;
   const int batch = device().sm_count / row_blocks + 1 + static_cast<int>(rng()() % 24);
-  c.seq_lens = random_lens(batch, c.heads, c.q_len, true);
-  if (longer)
+  if (longer) {
+    c.seq_lens.resize(batch);
     for (int& len : c.seq_lens) len = 500 + static_cast<int>(rng()() % 400);  // 8-14 tiles
+  } else {
+    c.seq_lens = random_lens(batch, c.heads, c.q_len, true);
+  }
   c.explicit_mask = c.q_len > 1 && rng()() % 2 == 0;
   c.scale_ptrs = rng()() % 2 == 0;
   c.padded = rng()() % 3 == 0;
