@@ -42,6 +42,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   __shared__ int s_is_last;
   // bf16 (TMA): [buffer][column block] landed, a phase per use of the buffer.
   __shared__ __align__(8) unsigned long long s_full[kTma ? 2 * kColBlocks : 1];
+  // Sparse: [tile parity][key] 1 where the key's gathered row landed (TileLoader).
+  __shared__ unsigned char s_key_ok[MLA_SPARSE ? 2 * kTile : 1];
   // 128-byte swizzle atoms must sit on 1024-byte boundaries (descriptor base offset 0).
   unsigned char* const smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   const float kInf = __int_as_float(0x7f800000);
@@ -61,8 +63,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   pdl_wait();
   pdl_launch_dependents();
 
+  // Sparse: the CTA's rows are one query token's (mla/hopper_geometry.h), its "sequence"
+  // that token's index list.
+  mla::SparseList list{};
+  if constexpr (MLA_SPARSE) list = mla::sparse_list(args, b, rb * kR / kHeads);
   const int max_len = args.max_pages_per_seq * kPageSize;
-  const int seq_len = clamped_seq_len(args.seq_lens, b, max_len);
+  const int seq_len = MLA_SPARSE ? list.length : clamped_seq_len(args.seq_lens, b, max_len);
   const int draft_begin = seq_len - kQLen;
   const int split_begin = split * args.split_tokens;
   const int split_end = split_begin + args.split_tokens < seq_len ? split_begin + args.split_tokens : seq_len;
@@ -81,7 +87,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                           args.kv_stride_token,
                           max_len,
                           split_begin,
-                          split_end};
+                          split_end,
+                          list,
+                          s_key_ok};
   // Compute-bound bf16 specs (kSeesaw): splits of more than kSeesawMinTiles tiles run the
   // seesaw (mla/hopper_seesaw.cuh); shorter ones, and every other spec, the per-tile
   // schedule below, both warpgroups on each tile, whose chain per tile is shorter where a
@@ -163,19 +171,27 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
           __syncthreads();
         }
       } else {
-        if (it + 1 < num_tiles) loader.issue(it + 1, raw_addr + ((it + 1) & 1) * kStageBytes, tid);
-        cp_async_commit();
-        cp_async_wait<1>();  // tile it landed (this thread's copies)
-        __syncthreads();     // every thread's copies of tile it landed
-        convert_tile(smem + kRawOff + (it & 1) * kStageBytes, smem + kTile16Off, tid);
-        tile_addr = smem_addr(smem + kTile16Off);
+        if constexpr (kStages == 2) {
+          if (it + 1 < num_tiles) loader.issue(it + 1, raw_addr + ((it + 1) & 1) * kStageBytes, tid);
+          cp_async_commit();
+        }
+        cp_async_wait<kStages - 1>();  // tile it landed (this thread's copies)
+        if constexpr (kFp8Cache) {
+          __syncthreads();  // every thread's copies of tile it landed
+          convert_tile(smem + kRawOff + (it % kStages) * kStageBytes, smem + kTile16Off, tid);
+          tile_addr = smem_addr(smem + kTile16Off);
+        }
         fence_proxy_async();  // cp.async / st.shared writes -> visible to wgmma (async proxy)
         __syncthreads();
+        if constexpr (kStages == 1) {  // fp8ds: the one raw stage is converted; refill it under this tile's math
+          if (it + 1 < num_tiles) loader.issue(it + 1, raw_addr, tid);
+          cp_async_commit();
+        }
       }
       float s[kHalfKeys / 8][4];
       qk_wgmma(s, q_addr, tile_addr, wg);
       pv_wgmma(st, s, tile_addr, wg, rt, xchg, split_begin + it * kTile, split_end, draft_begin, logit_scale_log2,
-               lane);
+               lane, s_key_ok + (it & 1) * kTile);
       __syncthreads();  // every warpgroup is done with this stage, the bf16 tile and the exchange
     }
     if constexpr (!kTma) cp_async_wait<0>();

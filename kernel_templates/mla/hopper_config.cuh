@@ -13,13 +13,15 @@ namespace mla_hopper {
 
 using namespace ::xqajit::mla;  // the spec flags (kHeads, kTile, kFp8Cache, ...)
 
-constexpr XqajitMlaGeometry kGeo = xqajit_mla_hopper_geometry(kHeads, kQLen, kTile, kCacheBytes, kFp8Q ? 1 : 2, 90);
+constexpr XqajitMlaGeometry kGeo =
+    xqajit_mla_hopper_geometry(kHeads, kQLen, kTile, kRawRowBytes, kFp8Q ? 1 : 2, 90, MLA_SPARSE);
 constexpr int kRows = kGeo.rows;
 constexpr int kR = kGeo.rows_per_cta;  // 64: one wgmma M tile
 constexpr int kThreads = kGeo.threads;
 constexpr int kStages = kGeo.stages;
 constexpr int kWgDims = kV / 2;        // output dims of one warpgroup (the wgmma N of P V)
-constexpr bool kTma = xqajit_mla_hopper_tma(kCacheBytes);  // bf16 tiles by TMA, fp8 by cp.async
+// bf16 tiles of a block table's pages by TMA; gathered rows (sparse) and fp8 rows by cp.async.
+constexpr bool kTma = xqajit_mla_hopper_tma(kCacheBytes, MLA_SPARSE);
 
 // Bytes of one 128-byte-swizzled bf16 operand block of `rows` rows x 576.
 constexpr int kColBlock = kXqajitMlaHopperBoxCols;  // bf16 elements of one 128-byte swizzle row
@@ -52,12 +54,13 @@ static_assert(kQLen >= 1 && kQLen <= 4, "SPEC_Q_SEQ_LEN: 1 to 4");
 static_assert(kTile == 64, "the hopper backend builds KV_TILE_TOKENS = 64 only (S is one m64n64 wgmma chain)");
 static_assert(kPageSize == 16 || kPageSize == 32 || kPageSize == 64 || kPageSize == 128,
               "TOKENS_PER_PAGE: 16, 32, 64 or 128");
-static_assert(kStages == 2, "this spec does not fit the hopper backend (sm_90, kv_tile 64)");
+static_assert(kStages == 2 || (kStages == 1 && !kTma), "this spec does not fit the hopper backend (sm_90, kv_tile 64)");
 static_assert(kSmemEnd + 1024 == kGeo.smem_bytes, "the shared-memory map disagrees with mla/hopper_geometry.h");
 static_assert(kThreads == 256 && kR == 64, "two warpgroups on one 64-row tile");
 static_assert(kTile == 64, "each warpgroup's S is 32 keys: half of a 64-key tile");
 static_assert(CACHE_ELEM_ENUM == 0 || CACHE_ELEM_ENUM == 2, "CACHE_ELEM_ENUM: 0 (bf16) or 2 (fp8)");
 static_assert(!kFp8Q || kFp8Cache, "an fp8 Q needs an fp8 cache");
+static_assert(!MLA_SPARSE || kHeads % kR == 0 || kQLen == 1, "sparse: a CTA's rows are one query token's heads");
 
 // Byte offset of 16-byte chunk `chunk` (of 72) of row `row` in a swizzled operand
 // block of `rows` rows: [column block][row][128 B], chunk ^ (row & 7) in the atom.

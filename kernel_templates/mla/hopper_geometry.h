@@ -9,9 +9,9 @@
 // all 64, twice the S work), the two exchange each row's max and their halves of P
 // through shared memory, and each accumulates O for 256 of the 512 output dims
 // (128 fp32 registers) over all 64 keys.
-// KV tiles of 64 keys (four k16 steps of P V); 2 cp.async stages.
+// KV tiles of 64 keys (four k16 steps of P V); 2 stages (1 for fp8ds rows).
 // Shared memory (1024-aligned base, +1024 slack for the alignment):
-//   [Q: 64 x 576 bf16][stages x raw tile][bf16 tile, fp8 cache only][exchange]
+//   [Q: 64 x 576 bf16][stages x raw tile][bf16 tile, fp8 caches only][exchange or seesaw state]
 // every bf16 block stored as 128-byte-swizzled [9 column blocks][rows][128 B]; the
 // exchange holds each warpgroup's row maxima (2 x 64 floats) and P halves (2 x 64 x 32 bf16).
 
@@ -19,11 +19,12 @@
 
 constexpr int kXqajitMlaHopperThreads = 256;
 constexpr int kXqajitMlaHopperRows = 64;
-// A bf16 cache's tiles arrive by TMA (one thread issues 64-column boxes of whole
-// pages, src/ops/mla_decode.cpp encodes the map), an fp8 cache's by cp.async (its
-// raw tile is converted to bf16 in shared memory).
+// A bf16 cache paged by a block table sends its tiles by TMA (one thread issues
+// 64-column boxes of whole pages, src/ops/mla_decode.cpp encodes the map); gathered
+// rows (sparse: a slot per key) and fp8 rows arrive by cp.async, and an fp8 raw tile
+// is converted to bf16 in shared memory.
 constexpr int kXqajitMlaHopperBoxCols = 64;  // one 128-byte swizzle row of bf16
-constexpr bool xqajit_mla_hopper_tma(int cache_bytes) { return cache_bytes == 2; }
+constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache_bytes == 2 && !sparse; }
 
 // Bytes the two warpgroups exchange per tile: row maxima, then P halves.
 constexpr int xqajit_mla_hopper_exchange_bytes(int kv_tile) {
@@ -37,24 +38,35 @@ constexpr int xqajit_mla_hopper_seesaw_bytes(int kv_tile) {
   return kXqajitMlaHopperRows * kv_tile * 2 + 3 * kXqajitMlaHopperRows * 4;
 }
 
-constexpr int xqajit_mla_hopper_smem(int kv_tile, int cache_bytes, int stages) {
-  return 1024 + kXqajitMlaHopperRows * XQAJIT_MLA_QK_DIM * 2 + stages * kv_tile * XQAJIT_MLA_QK_DIM * cache_bytes +
-         (cache_bytes == 1 ? kv_tile * XQAJIT_MLA_QK_DIM * 2 + xqajit_mla_hopper_exchange_bytes(kv_tile)
-                           : xqajit_mla_hopper_seesaw_bytes(kv_tile));
+// `row_bytes`: one cached row as it lands (xqajit_mla_row_bytes): 1152 (bf16), 576
+// (fp8) or 656 (fp8 with scales); any but bf16 is converted into a bf16 tile.
+constexpr int xqajit_mla_hopper_smem(int kv_tile, int row_bytes, int sparse, int stages) {
+  const bool bf16_rows = row_bytes == XQAJIT_MLA_QK_DIM * 2;
+  return 1024 + kXqajitMlaHopperRows * XQAJIT_MLA_QK_DIM * 2 + stages * kv_tile * row_bytes +
+         (bf16_rows ? 0 : kv_tile * XQAJIT_MLA_QK_DIM * 2) +
+         (xqajit_mla_hopper_tma(bf16_rows ? 2 : 1, sparse) ? xqajit_mla_hopper_seesaw_bytes(kv_tile)
+                                                           : xqajit_mla_hopper_exchange_bytes(kv_tile));
 }
 
-constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int kv_tile, int cache_bytes,
-                                                       int q_bytes, int arch) {
+// g.stages: raw tile stages, 2 (tile i + 1 in flight under tile i), or 1 where two do not
+// fit beside Q and the bf16 tile (the fp8ds cache's 656-byte rows: the next tile's copies
+// then start once this tile is converted, still under its math); 0 where the spec does
+// not fit the backend. Sparse: a CTA's rows are one query token's heads (its index list),
+// so H < 64 runs one token only (q_len 1).
+constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int kv_tile, int row_bytes,
+                                                       int q_bytes, int arch, int sparse) {
   (void)q_bytes;  // Q is staged as bf16 whatever its dtype
   XqajitMlaGeometry g{};
   g.rows = heads * q_len;
   g.threads = kXqajitMlaHopperThreads;
   g.rows_per_cta = kXqajitMlaHopperRows;
   g.row_blocks = (g.rows + kXqajitMlaHopperRows - 1) / kXqajitMlaHopperRows;
-  const int stages = 2;
-  g.smem_bytes = xqajit_mla_hopper_smem(kv_tile, cache_bytes, stages);
   // Only kv_tile 64 is built (S is m64n64); sm_90 only (wgmma).
-  g.stages = (kv_tile == 64 && arch == 90 && g.smem_bytes <= xqajit_mla_smem_budget(arch)) ? stages : 0;
+  const bool builds = kv_tile == 64 && arch == 90 && !(sparse && heads < kXqajitMlaHopperRows && q_len > 1);
+  const int budget = xqajit_mla_smem_budget(arch);
+  const int stages = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, 2) <= budget ? 2 : 1;
+  g.smem_bytes = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages);
+  g.stages = builds && g.smem_bytes <= budget ? stages : 0;
   g.merge_bytes = g.smem_bytes - 1024;
   return g;
 }

@@ -13,6 +13,7 @@
 #include "common/paged_kv.cuh"
 #include "common/tma.cuh"
 #include "mla/hopper_config.cuh"
+#include "mla/shared_sparse.cuh"
 #include "mla/shared_tiles.cuh"
 
 namespace xqajit {
@@ -23,24 +24,38 @@ struct TileLoader {
   const int* table_row;
   long long stride_page, stride_token;  // elements of the cache type
   int max_len, split_begin, split_end;
+  mla::SparseList list;     // sparse: this CTA's query token's index list
+  unsigned char* key_ok;    // sparse: [tile parity][kTile] flags, 1 where the key's row landed
 
   // Tile `tile` of this split -> stage at `dst`: kThreads / kTile threads a key row, each
   // looking its row up once and copying every (kThreads / kTile)-th 16-byte chunk of it, so
   // a warp's copy covers 8 rows x 64 contiguous bytes and a thread's address math is one
   // table lookup a tile (m5: each thread looked up the page of every chunk before).
+  // Sparse: the row is the slot of the key's list position; an invalid slot or a position
+  // past the split is zero-filled, never read, and flagged 0 for the softmax's mask.
   __device__ __forceinline__ void issue(int tile, u32 dst, int tid) const {
-    constexpr int kChunks = kRawRowBytes / 16;
+    constexpr int kChunks = kRawRowBytes / 16;  // 72 (bf16), 36 (fp8), 41 (fp8ds)
     constexpr int kLanesPerRow = kThreads / kTile;
-    static_assert(kThreads % kTile == 0 && kChunks % kLanesPerRow == 0, "whole rows per thread group");
+    static_assert(kThreads % kTile == 0, "whole rows per thread group");
     const int tok = tid / kLanesPerRow, first = tid % kLanesPerRow;
     const int pos = split_begin + tile * kTile + tok;
-    const bool valid = pos < split_end;
-    const unsigned char* row =
-        valid ? paged_row<kPageSize, kCacheBytes>(kv_base, table_row, pos, max_len, stride_page, stride_token, 0)
-              : kv_base;
+    const unsigned char* row = kv_base;
+    bool valid;
+    if constexpr (MLA_SPARSE) {
+      const int slot = pos < split_end ? list.slot_at(pos) : -1;
+      valid = slot >= 0;
+      if (valid)
+        row += ((long long)(slot / kPageSize) * stride_page + (long long)(slot % kPageSize) * stride_token) *
+               kCacheBytes;
+      if (first == 0) key_ok[(tile & 1) * kTile + tok] = valid;
+    } else {
+      valid = pos < split_end;
+      if (valid) row = paged_row<kPageSize, kCacheBytes>(kv_base, table_row, pos, max_len, stride_page, stride_token, 0);
+    }
 #pragma unroll
-    for (int j = 0; j < kChunks / kLanesPerRow; ++j) {
+    for (int j = 0; j < (kChunks + kLanesPerRow - 1) / kLanesPerRow; ++j) {
       const int chunk = first + j * kLanesPerRow;
+      if (kChunks % kLanesPerRow != 0 && chunk >= kChunks) break;
       const u32 off = kFp8Cache ? (u32)(tok * kRawRowBytes + chunk * 16) : sw128_offset(tok, chunk, kTile);
       cp_async_16(dst + off, valid ? row + chunk * 16 : kv_base, valid);
     }

@@ -55,11 +55,12 @@ struct RowMaxExchange {
 };
 
 // Scores -> log2 units; keys from `key0` (this thread's columns of the accumulator
-// layout) that the row may not see -> -inf: past the split, or a draft its bits hide.
+// layout) that the row may not see -> -inf: past the split, or a draft its bits hide;
+// sparse: a key whose flag in `key_ok` (the flags of the keys from key0) is 0.
 template <int kN>
 __device__ __forceinline__ void scale_and_mask(float (&s)[kN][4], int key0, bool need_mask, int split_end,
                                                int draft_begin, const unsigned (&bits)[2], float logit_scale_log2,
-                                               int quad_col) {
+                                               int quad_col, const unsigned char* key_ok = nullptr) {
   const float kInf = __int_as_float(0x7f800000);
 #pragma unroll
   for (int n = 0; n < kN; ++n) {
@@ -67,17 +68,21 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[kN][4], int key0, bool
     for (int e = 0; e < 4; ++e) {
       float x = s[n][e] * logit_scale_log2;
       if (need_mask) {
-        const int key = key0 + n * 8 + 2 * quad_col + (e & 1);
-        x = mla::key_visible(key, split_end, draft_begin, bits[e >> 1]) ? x : -kInf;
+        const int local = n * 8 + 2 * quad_col + (e & 1);
+        bool visible;
+        if constexpr (MLA_SPARSE) visible = key_ok[local] != 0;
+        else visible = mla::key_visible(key0 + local, split_end, draft_begin, bits[e >> 1]);
+        x = visible ? x : -kInf;
       }
       s[n][e] = x;
     }
   }
 }
 
-// Does a tile starting at key `tile_start` hold keys some row may not see?
+// Does a tile starting at key `tile_start` hold keys some row may not see? (Sparse: any
+// list entry may be an invalid slot, so every tile is masked.)
 __device__ __forceinline__ bool tile_needs_mask(int tile_start, int split_end, int draft_begin) {
-  return tile_start + kTile > split_end || (kQLen > 1 && tile_start + kTile > draft_begin);
+  return MLA_SPARSE || tile_start + kTile > split_end || (kQLen > 1 && tile_start + kTile > draft_begin);
 }
 
 // S(64 x this warpgroup's 32 keys) = Q K^T over the 576 dims.
@@ -100,14 +105,15 @@ __device__ __forceinline__ void qk_wgmma(float (&s)[kHalfKeys / 8][4], u32 q_add
 }
 
 // Softmax of this warpgroup's half of the tile (the max shared with the other half)
-// and O += P V over this warpgroup's 256 dims and all 64 keys.
+// and O += P V over this warpgroup's 256 dims and all 64 keys (sparse: `key_ok`, the
+// tile's 64 key flags, TileLoader::key_ok).
 __device__ __forceinline__ void pv_wgmma(RowState& st, float (&s)[kHalfKeys / 8][4], u32 v_addr, int wg, int rt,
                                          const Exchange& xchg, int tile_start, int split_end, int draft_begin,
-                                         float logit_scale_log2, int lane) {
+                                         float logit_scale_log2, int lane, const unsigned char* key_ok = nullptr) {
   const int quad_col = lane & 3, quad_row = lane >> 2;
   const int tid_wg = rt * 32 + lane;
   scale_and_mask(s, tile_start + wg * kHalfKeys, tile_needs_mask(tile_start, split_end, draft_begin), split_end,
-                 draft_begin, st.bits, logit_scale_log2, quad_col);
+                 draft_begin, st.bits, logit_scale_log2, quad_col, MLA_SPARSE ? key_ok + wg * kHalfKeys : nullptr);
   float corr[2];
   online_softmax_tile(s, st.row_max, st.row_sum, corr, RowMaxExchange{xchg.max, wg, rt * 16 + quad_row, quad_col});
   rescale_rows(st.acc, corr);

@@ -166,7 +166,8 @@ DecodePlan decode_plan(const DecodeParams& params, const DeviceInfo& device) {
   // --- tuning (#8): knobs the caller left automatic come from the tuning table ---
   DecodeParams p = params;  // a plain struct copy: no allocation
   if (p.kv_tile == 0 && p.num_splits == 0 && p.cta_rows == 0 && p.backend == Backend::automatic) {
-    const TunedLookup tuned = ops::take_tuned_knobs(p, decode_spec(p, arch), device);
+    const TunedLookup tuned = ops::take_tuned_knobs(p, decode_spec(p, arch), device,
+                                                     static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size);
     if (tuned.source != ChoiceSource::heuristic) p.cta_rows = tuned.choice.cta_rows;
     source = tuned.source;
   }

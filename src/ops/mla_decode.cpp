@@ -60,8 +60,8 @@ XqajitMlaGeometry geometry(const KernelSpec& spec) {
   const int cache_bytes = dtype_bytes(spec.kv), q_bytes = dtype_bytes(spec.input);
   const int row_bytes = xqajit_mla_row_bytes(cache_bytes, spec.kv == DType::fp8ds ? 1 : 0);
   if (spec.backend == Backend::hopper) {
-    return xqajit_mla_hopper_geometry(spec.group, spec.q_len, spec.kv_tile, cache_bytes, q_bytes,
-                                      spec.arch.number());
+    return xqajit_mla_hopper_geometry(spec.group, spec.q_len, spec.kv_tile, row_bytes, q_bytes,
+                                      spec.arch.number(), spec.sparse ? 1 : 0);
   }
   return xqajit_mla_portable_geometry(spec.group, spec.q_len, spec.kv_tile, row_bytes, q_bytes,
                                       spec.arch.number(), spec.sparse ? 1 : 0);
@@ -177,20 +177,10 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   MlaDecodePlan plan;
   // --- tuning (#8): knobs the caller left automatic come from the tuning table ---
   MlaDecodeParams p = params;  // a plain struct copy: no allocation
-  if (p.kv_tile == 0 && p.num_splits == 0 && p.backend == Backend::automatic) {
-    if (!is_sparse(p)) {
-      plan.source = ops::take_tuned_knobs(p, mla_decode_spec(p, device.best_arch()), device).source;
-    } else {  // sparse: the bucket's length is topk; no sparse hopper kernel yet
-      const TunedLookup tuned =
-          tuned_choice(device, mla_decode_spec(p, device.best_arch()), p.batch, mla_decode_covered_keys(p));
-      if (tuned.source != ChoiceSource::heuristic) {
-        p.kv_tile = tuned.choice.kv_tile;
-        p.num_splits = tuned.choice.num_splits;
-        p.backend = tuned.choice.backend == Backend::hopper ? Backend::automatic : tuned.choice.backend;
-        plan.source = tuned.source;
-      }
-    }
-  }
+  // A sparse launch is keyed by its topk, a dense one by its table's length (mla_decode_covered_keys).
+  if (p.kv_tile == 0 && p.num_splits == 0 && p.backend == Backend::automatic)
+    plan.source =
+        ops::take_tuned_knobs(p, mla_decode_spec(p, device.best_arch()), device, mla_decode_covered_keys(p)).source;
   // --- end tuning ---
   plan.spec = mla_decode_spec(p, device.best_arch());
   const XqajitMlaGeometry geo = geometry(plan.spec);
@@ -277,7 +267,7 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
     if (driver.clusters_fit(kernel, split)) config = split;
   }
   XqajitTensorMap kv_map{};  // by value after args: the hopper kernel's second parameter
-  if (plan.spec.backend == Backend::hopper && xqajit_mla_hopper_tma(dtype_bytes(plan.spec.kv)))
+  if (plan.spec.backend == Backend::hopper && xqajit_mla_hopper_tma(dtype_bytes(plan.spec.kv), is_sparse(p) ? 1 : 0))
     kv_map = kv_tensor_map(p, s, driver);
   void* params[] = {&args, &kv_map};  // a kernel reads as many as it declares
   driver.launch(kernel, config, stream, params);

@@ -183,11 +183,11 @@ KernelSpec paged_spec(Kind kind, const Params& p, const Arch& arch) {
 // --- the launch ---
 
 /// The knobs the caller left automatic from the tuning table (issue #8), where it has an
-/// entry for this spec and shape; the caller takes any op-specific knob from the answer.
+/// entry for this spec, batch and `keys` (the length the op's tuning entries are keyed by);
+/// the caller takes any op-specific knob from the answer.
 template <class Params>
-TunedLookup take_tuned_knobs(Params& p, const KernelSpec& spec, const DeviceInfo& device) {
-  const TunedLookup tuned =
-      tuned_choice(device, spec, p.batch, static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size);
+TunedLookup take_tuned_knobs(Params& p, const KernelSpec& spec, const DeviceInfo& device, std::int64_t keys) {
+  const TunedLookup tuned = tuned_choice(device, spec, p.batch, keys);
   if (tuned.source != ChoiceSource::heuristic) {
     p.kv_tile = tuned.choice.kv_tile;
     p.num_splits = tuned.choice.num_splits;

@@ -25,10 +25,10 @@ inline Backend default_backend(Kind kind, const Arch& arch) {
   return kind == Kind::mla && has_hopper(arch) ? Backend::hopper : Backend::portable;
 }
 
-// The same for a whole spec: sparse MLA and the fp8-with-scales cache run the portable kernel
-// until the hopper one has those paths (issue 31).
+// The same for a whole spec: sparse MLA below 64 heads with several query tokens runs the
+// portable kernel (a hopper CTA's rows share one index list: spec.cpp validate_backend).
 inline Backend default_backend(const KernelSpec& s) {
-  return s.sparse || s.kv == DType::fp8ds ? Backend::portable : default_backend(s.kind, s.arch);
+  return s.sparse && s.group < 64 && s.q_len > 1 ? Backend::portable : default_backend(s.kind, s.arch);
 }
 
 // The hopper kernel's own N for the spec's rows (hopper_geometry.h).

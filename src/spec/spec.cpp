@@ -144,16 +144,12 @@ void validate_backend(const KernelSpec& s) {
                                 s.arch.str(),
                                 s.backend == Backend::hopper ? "; hopper needs sm_90a" : ""));
   }
-  // Sparse MLA gathers rows by index: only the portable kernel has that path (issue 31).
-  if (s.sparse && s.backend == Backend::hopper)
+  // A hopper CTA's 64 rows share one index list: one query token's heads (mla/hopper_geometry.h).
+  if (s.sparse && s.backend == Backend::hopper && s.group < 64 && s.q_len > 1)
     throw SpecError("backend", "hopper",
-                    "auto, portable (sparse=1: the hopper MLA kernel has no sparse path yet; auto picks portable)");
-  // So does the fp8-with-scales cache (issue 31).
-  if (s.kv == DType::fp8ds && s.backend == Backend::hopper)
-    throw SpecError(
-        "backend", "hopper",
-        "auto, portable (kv=fp8ds: the hopper MLA kernel has no fp8-with-scales path yet; auto picks "
-        "portable)");
+                    fmt::format("auto, portable (sparse=1 with group {} and q_len {}: a hopper CTA's 64 rows are "
+                                "one query token's heads, so below 64 heads it takes q_len 1; auto picks portable)",
+                                s.group, s.q_len));
   // The GQA hopper kernel's keys are wgmma M blocks of 64.
   if (s.kind == Kind::gqa && s.backend == Backend::hopper && s.kv_tile != 0 && s.kv_tile < 64)
     throw SpecError("kv_tile", std::to_string(s.kv_tile), "0 (default), 64, 128 (kind=gqa backend=hopper)");

@@ -89,10 +89,9 @@ void cycle_dtypes(Case& c, int i, bool has_fp8) {
     case 2:
       c.input = c.kv = DType::fp8;
       break;
-    default:  // DeepSeek-V3.2's fp8-with-scales cache: the portable kernel (auto resolves to it)
+    default:  // DeepSeek-V3.2's fp8-with-scales cache
       c.input = DType::bf16;
       c.kv = DType::fp8ds;
-      if (c.backend == Backend::hopper) c.backend = Backend::automatic;
       break;
   }
 }

@@ -190,8 +190,10 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     empty.num_splits = 4;
     cases.push_back(empty);
   }
-  if (device_has_fp8()) {  // the fp8-with-scales cache (portable): a long split request, then the awkward layouts
-    MlaCase ds;
+  for (Backend b : backends()) {
+    if (!device_has_fp8()) break;
+    MlaCase ds;  // the fp8-with-scales cache: a long split request, then the awkward layouts
+    ds.backend = b;
     ds.kv = DType::fp8ds;
     ds.heads = 128;
     ds.seq_lens = {20001};

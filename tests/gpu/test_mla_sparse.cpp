@@ -34,6 +34,7 @@ struct SparseCase {
   DType input = DType::bf16, kv = DType::bf16;
   int heads = 128, page_size = 64, q_len = 1, batch = 2, topk = 2048, num_pages = 64;
   bool topk_length = false;
+  bool zero_lengths = false;  // every topk_length 0 (with topk_length)
   bool padded = false;   // index lists and cache rows with padding between them
   int lse_layout = 1;    // 0: none, 1: [B, q_len, H], 2: [B, H, q_len] (FlashMLA's)
   bool sinks = false;
@@ -54,9 +55,10 @@ struct SparseCase {
 };
 
 std::string describe(const SparseCase& c) {
-  return fmt::format("q={} kv={} H={} P={} q_len={} B={} topk={} pages={} topk_length={} padded={} lse={} "
-                     "sinks={} splits={}",
-                     to_string(c.input), to_string(c.kv), c.heads, c.page_size, c.q_len, c.batch, c.topk,
+  return fmt::format("backend={} q={} kv={} H={} P={} q_len={} B={} topk={} pages={} topk_length={} padded={} "
+                     "lse={} sinks={} splits={}",
+                     to_string(c.backend), to_string(c.input), to_string(c.kv), c.heads, c.page_size, c.q_len,
+                     c.batch, c.topk,
                      c.num_pages, c.topk_length, c.padded, c.lse_layout, c.sinks, c.num_splits);
 }
 
@@ -244,13 +246,20 @@ void run_and_check(SparseProblem& pr, cudaStream_t stream) {
   check(describe(pr.c), pr.output(), want, lse_got, lse_want);
 }
 
-SparseCase random_case(int i) {
+// Does `b` run sparse specs of these heads and query tokens? (A hopper CTA's 64 rows share
+// one index list: below 64 heads it takes one query token.)
+bool runs_sparse(Backend b, int heads, int q_len) { return b != Backend::hopper || heads >= 64 || q_len == 1; }
+
+SparseCase random_case(Backend backend, int i) {
   SparseCase c;
+  c.backend = backend;
   cycle_dtypes(c, i, device_has_fp8());
   const bool serving = rng()() % 3 != 0;  // V3.2 shapes most of the time
-  c.heads = serving ? pick({16, 64, 128}) : pick({16, 32, 64, 128});
+  do {
+    c.heads = serving ? pick({16, 64, 128}) : pick({16, 32, 64, 128});
+    c.q_len = serving ? pick({1, 2}) : pick({1, 2, 3, 4});
+  } while (!runs_sparse(backend, c.heads, c.q_len));
   c.page_size = serving ? 64 : pick({32, 64});
-  c.q_len = serving ? pick({1, 2}) : pick({1, 2, 3, 4});
   c.topk = serving ? pick({2048, 2048, 512}) : pick({64, 100, 128, 777, 2048, 4096});
   // Bounded reference cost: B x q_len x H x topk.
   const int max_batch = std::max(1, static_cast<int>(4'000'000L / (long(c.q_len) * c.heads * c.topk)));
@@ -276,35 +285,43 @@ KernelSpec spec_of(const SparseCase& c) {
 TEST_CASE("sparse mla_decode matches the float64 reference on a randomized grid", "[gpu][mla][sparse]") {
   const int n = std::getenv("XQAJIT_TEST_SPARSE_CASES") ? std::atoi(std::getenv("XQAJIT_TEST_SPARSE_CASES")) : 48;
   std::vector<SparseCase> cases;
-  for (int i = 0; i < n; ++i) cases.push_back(random_case(i));
-  SparseCase v32;  // DeepSeek-V3.2 at data-parallel attention: one long list, split wide
-  v32.kv = DType::fp8ds;  // its cache: 656-byte fp8-with-scales rows
-  v32.batch = 1;
-  v32.q_len = 2;
-  v32.num_pages = 400;
-  cases.push_back(v32);
-  v32.heads = 16;  // tensor-parallel 8, with sinks and FlashMLA's LSE layout
-  v32.batch = 4;
-  v32.sinks = true;
-  v32.lse_layout = 2;
-  v32.topk_length = true;
-  cases.push_back(v32);
-  v32.kv = DType::bf16;  // the same over a bf16 cache, padded
-  v32.padded = true;
-  cases.push_back(v32);
-  SparseCase empty;  // every list empty (topk_length 0) or all invalid, with splits
-  empty.topk_length = true;
-  empty.num_splits = 4;
-  empty.batch = 3;
-  empty.topk = 256;
-  cases.push_back(empty);
+  std::vector<Backend> backends = backends_for(Kind::mla, device().best_arch());
+  if (const char* only = std::getenv("XQAJIT_TEST_MLA_BACKEND")) backends = {parse_backend(only)};
+  for (Backend b : backends) {
+    for (int i = 0; i < n; ++i) cases.push_back(random_case(b, i));
+    SparseCase v32;  // DeepSeek-V3.2 at data-parallel attention: one long list, split wide
+    v32.backend = b;
+    v32.kv = DType::fp8ds;  // its cache: 656-byte fp8-with-scales rows
+    v32.batch = 1;
+    v32.q_len = 2;
+    v32.num_pages = 400;
+    cases.push_back(v32);
+    v32.heads = 16;  // tensor-parallel 8, with sinks and FlashMLA's LSE layout
+    v32.q_len = runs_sparse(b, 16, 2) ? 2 : 1;
+    v32.batch = 4;
+    v32.sinks = true;
+    v32.lse_layout = 2;
+    v32.topk_length = true;
+    cases.push_back(v32);
+    v32.kv = DType::bf16;  // the same over a bf16 cache, padded
+    v32.padded = true;
+    cases.push_back(v32);
+    SparseCase empty;  // every list empty (topk_length 0) or all invalid, with splits
+    empty.backend = b;
+    empty.topk_length = true;
+    empty.zero_lengths = true;
+    empty.num_splits = 4;
+    empty.batch = 3;
+    empty.topk = 256;
+    cases.push_back(empty);
+  }
   std::vector<KernelSpec> specs;
   for (const SparseCase& c : cases) specs.push_back(spec_of(c));
   prewarm_or_fail(specs, "sparse MLA");
   CudaStream stream;
   for (const SparseCase& c : cases) {
     SparseProblem pr(c, rng(), device());
-    if (&c == &cases.back()) {  // the all-empty case: zero lengths
+    if (c.zero_lengths) {
       pr.lengths.assign(pr.lengths.size(), 0);
       pr.d_lengths.upload(pr.lengths);
     }
@@ -323,7 +340,7 @@ TEST_CASE("dense mla_decode writes LSE and applies sinks", "[gpu][mla][lse]") {
       MlaCase c;
       c.backend = b;
       if (device_has_fp8() && i % 2) c.kv = DType::fp8, c.kv_scale = 0.3f;
-      if (device_has_fp8() && i % 4 == 3 && b != Backend::hopper) c.kv = DType::fp8ds, c.kv_scale = 1.f;  // portable only
+      if (device_has_fp8() && i % 4 == 3) c.kv = DType::fp8ds, c.kv_scale = 1.f;
       c.heads = pick({16, 64, 128});
       c.q_len = pick({1, 2});
       c.seq_lens = {static_cast<int>(rng()() % 3000), 0, 1 + static_cast<int>(rng()() % 9000)};

@@ -15,6 +15,7 @@
 #include "support/temp_dir.hpp"
 #include "xqajit/error.hpp"
 #include "xqajit/ops/mla_decode.hpp"
+#include "mla/hopper_geometry.h"
 #include "xqajit/ops/split_plan.hpp"
 
 using namespace xqajit;
@@ -263,7 +264,8 @@ TEST_CASE("sparse mla_decode (DSA) validates its index lists and extra outputs",
   CHECK_NOTHROW(validate(dense));
 }
 
-TEST_CASE("sparse mla_decode plans: portable, a CTA's rows one token's heads, splits over topk", "[mla][args][sparse]") {
+TEST_CASE("sparse mla_decode plans: hopper on sm_90a, a CTA's rows one token's heads, splits over topk",
+          "[mla][args][sparse]") {
   for (const DeviceInfo& device : {h100(), rtx_sm120()})
     for (DType kv : {DType::bf16, DType::fp8, DType::fp8ds})
       for (int heads : {16, 32, 64, 128})
@@ -277,24 +279,38 @@ TEST_CASE("sparse mla_decode plans: portable, a CTA's rows one token's heads, sp
             INFO(device.name << " kv=" << to_string(kv) << " H=" << heads << " q_len=" << q_len << " topk=" << topk);
             const MlaDecodePlan plan = mla_decode_plan(p, device);
             CHECK(plan.spec.sparse);
-            CHECK(plan.spec.backend == Backend::portable);
-            CHECK(heads % plan.rows_per_cta == 0);  // a row block never spans two tokens
-            CHECK(plan.rows_per_cta * static_cast<int>(plan.grid[1]) == heads * q_len);
+            // Hopper on sm_90a but where its 64-row CTA would span two tokens' lists.
+            const bool hopper = device.best_arch().number() == 90 && (heads >= 64 || q_len == 1);
+            CHECK(plan.spec.backend == (hopper ? Backend::hopper : Backend::portable));
+            // A row block never spans two tokens: whole blocks of one token's heads, or one
+            // token's heads padded into one block.
+            if (plan.rows_per_cta <= heads) {
+              CHECK(heads % plan.rows_per_cta == 0);
+              CHECK(plan.rows_per_cta * static_cast<int>(plan.grid[1]) == heads * q_len);
+            } else {
+              CHECK(q_len == 1);
+              CHECK(plan.grid[1] == 1u);
+            }
             CHECK(static_cast<long>(plan.num_splits) * plan.split_tokens >= topk);
             CHECK(plan.split_tokens % plan.spec.kv_tile == 0);
             CHECK(static_cast<int>(plan.smem_bytes) <= device.max_smem_per_block_optin);
           }
   MlaDecodeParams p = sparse_params();
   p.backend = Backend::hopper;
-  CHECK_THROWS_WITH(mla_decode_plan(p, h100()), Catch::Contains("backend=hopper") && Catch::Contains("sparse"));
+  CHECK(mla_decode_plan(p, h100()).spec.backend == Backend::hopper);
+  CHECK(canonical_name(mla_decode_spec(p, h100().best_arch())).find("_sparse_hopper_") != std::string::npos);
+  // Below 64 heads a hopper CTA would hold two tokens' rows, which read different lists.
+  p.num_heads = 32;
+  CHECK_THROWS_WITH(mla_decode_plan(p, h100()),
+                    Catch::Contains("backend=hopper") && Catch::Contains("sparse") && Catch::Contains("q_len 1"));
   p.backend = Backend::automatic;
   CHECK(mla_decode_spec(p, h100().best_arch()).backend == Backend::portable);
-  CHECK(canonical_name(mla_decode_spec(p, h100().best_arch())).find("_sparse_") != std::string::npos);
+  CHECK(canonical_name(mla_decode_spec(p, h100().best_arch())).find("_sparse_portable_") != std::string::npos);
   // Dense specs are unchanged: hopper on sm_90a.
   CHECK(mla_decode_spec(valid_params(), h100().best_arch()).backend == Backend::hopper);
 }
 
-TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, portable plans",
+TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, plans on both backends",
           "[mla][args][fp8ds]") {
   auto ds = [] {
     MlaDecodeParams p = valid_params();
@@ -323,7 +339,8 @@ TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, portable 
   CHECK_NOTHROW(validate(flash));
   CHECK(mla_decode_cache_bytes(flash) == std::size_t{999} * 656 * 65 + 63 * 656 + 656);
   CHECK(mla_decode_cache_bytes(ds()) == std::size_t{1000} * 64 * 656);
-  // Portable on every arch, auto included; an explicit hopper is refused, naming the cache.
+  // Hopper on sm_90a (one raw stage: two of 656-byte rows do not fit beside Q and the bf16
+  // tile), portable elsewhere.
   for (const DeviceInfo& device : {h100(), rtx_sm120()})
     for (int heads : {16, 32, 64, 128})
       for (int q_len : {1, 2, 4}) {
@@ -333,19 +350,24 @@ TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, portable 
         INFO(device.name << " H=" << heads << " q_len=" << q_len);
         const MlaDecodePlan plan = mla_decode_plan(p, device);
         CHECK(plan.spec.kv == DType::fp8ds);
-        CHECK(plan.spec.backend == Backend::portable);
+        const bool hopper = device.best_arch().number() == 90;
+        CHECK(plan.spec.backend == (hopper ? Backend::hopper : Backend::portable));
         CHECK(static_cast<int>(plan.smem_bytes) <= device.max_smem_per_block_optin);
         CHECK(canonical_name(plan.spec).find("_kvfp8ds_") != std::string::npos);
       }
-  MlaDecodeParams hopper = ds();
-  hopper.backend = Backend::hopper;
-  CHECK_THROWS_WITH(mla_decode_plan(hopper, h100()),
-                    Catch::Contains("backend=hopper") && Catch::Contains("fp8ds"));
+  static_assert(xqajit_mla_hopper_geometry(128, 1, 64, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 90, 0).stages == 1,
+                "two fp8ds raw stages do not fit the hopper kernel");
+  static_assert(xqajit_mla_hopper_geometry(128, 1, 64, XQAJIT_MLA_QK_DIM, 2, 90, 0).stages == 2, "fp8: two");
+  static_assert(xqajit_mla_hopper_geometry(16, 2, 64, XQAJIT_MLA_QK_DIM * 2, 2, 90, 1).stages == 0,
+                "sparse hopper: one token's heads a CTA");
+  MlaDecodeParams portable = ds();
+  portable.backend = Backend::portable;
+  CHECK(mla_decode_plan(portable, h100()).spec.backend == Backend::portable);
   // A raw row takes more shared memory than an fp8 one (656 vs 576 bytes a key).
   MlaDecodeParams fp8 = valid_params();
   fp8.kv = DType::fp8;
   fp8.backend = Backend::portable;
-  CHECK(mla_decode_plan(ds(), h100()).smem_bytes > mla_decode_plan(fp8, h100()).smem_bytes);
+  CHECK(mla_decode_plan(portable, h100()).smem_bytes > mla_decode_plan(fp8, h100()).smem_bytes);
 }
 
 TEST_CASE("every fp8ds MLA spec compiles (dense and sparse; sm_89, sm_90a, sm_120a)", "[mla][nvrtc][fp8ds]") {

@@ -23,15 +23,21 @@ bool has_flag(const KernelSpec& s, const std::string& flag) {
 
 }  // namespace
 
-TEST_CASE("sparse MLA: a named field, portable until the hopper kernel has it", "[spec][sparse]") {
+TEST_CASE("sparse MLA: a named field, hopper on sm_90a where a CTA's rows are one token's", "[spec][sparse]") {
   const KernelSpec s = spec_from_fields({{"kind", "mla"}, {"group", "128"}, {"q_len", "2"}, {"sparse", "1"},
                                          {"arch", "sm_90a"}});
   CHECK(s.sparse);
-  // auto resolves to portable even on sm_90a, where dense MLA runs hopper.
-  CHECK(canonical_name(s) == "mla_bf16_kvbf16_obf16_d576_p64_g128_q2_sw0_t32_sparse_portable_sm90");
+  // auto resolves to hopper on sm_90a, as dense MLA does...
+  CHECK(canonical_name(s) == "mla_bf16_kvbf16_obf16_d576_p64_g128_q2_sw0_t64_sparse_hopper_sm90a");
   CHECK(parse_name(canonical_name(s)) == normalized(s));
-  CHECK(planned_backend(s) == Backend::portable);
-  CHECK(launch_backends(s) == std::vector<Backend>{Backend::portable});
+  CHECK(planned_backend(s) == Backend::hopper);
+  CHECK(launch_backends(s) == std::vector<Backend>{Backend::hopper});
+  // ...but to portable below 64 heads with several query tokens (a hopper CTA's 64 rows
+  // would hold two tokens, which read two index lists).
+  const KernelSpec small = spec_from_fields({{"kind", "mla"}, {"group", "16"}, {"q_len", "2"}, {"sparse", "1"},
+                                             {"arch", "sm_90a"}});
+  CHECK(canonical_name(small) == "mla_bf16_kvbf16_obf16_d576_p64_g16_q2_sw0_t32_sparse_portable_sm90");
+  CHECK(planned_backend(small) == Backend::portable);
   CHECK(spec_to_fields(s).at("sparse") == "1");
   CHECK(spec_to_fields(spec_from_fields({{"kind", "mla"}, {"arch", "sm_90a"}})).at("sparse") == "0");
   const auto f = flags(s);
@@ -40,27 +46,28 @@ TEST_CASE("sparse MLA: a named field, portable until the hopper kernel has it", 
   CHECK(canonical_name(spec_from_fields({{"kind", "mla"}, {"group", "128"}, {"arch", "sm_90"}})) ==
         "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t32_portable_sm90");
   // Refusals name the field, the value and what is allowed.
-  CHECK_THROWS_WITH(spec_from_fields({{"kind", "mla"}, {"sparse", "1"}, {"backend", "hopper"}, {"arch", "sm_90a"}}),
-                    Catch::Contains("backend=hopper") && Catch::Contains("sparse=1"));
+  CHECK_THROWS_WITH(spec_from_fields({{"kind", "mla"}, {"group", "32"}, {"q_len", "2"}, {"sparse", "1"},
+                                      {"backend", "hopper"}, {"arch", "sm_90a"}}),
+                    Catch::Contains("backend=hopper") && Catch::Contains("sparse=1 with group 32 and q_len 2"));
   CHECK_THROWS_WITH(spec_from_fields({{"kind", "gqa"}, {"sparse", "1"}, {"arch", "sm_90a"}}),
                     Catch::Contains("sparse=1") && Catch::Contains("kind=mla"));
   CHECK_THROWS_WITH(spec_from_fields({{"kind", "mla"}, {"sparse", "2"}, {"arch", "sm_90a"}}),
                     Catch::Contains("sparse=2"));
-  CHECK_THROWS_AS(parse_name("mla_bf16_kvbf16_obf16_d576_p64_g128_q2_sw0_t32_sparse_hopper_sm90a"), SpecError);
+  CHECK_THROWS_AS(parse_name("mla_bf16_kvbf16_obf16_d576_p64_g16_q2_sw0_t64_sparse_hopper_sm90a"), SpecError);
   CHECK_THROWS_AS(parse_name("mla_bf16_kvbf16_obf16_d576_p64_g128_q2_sw0_t32_dense_portable_sm90"), SpecError);
 }
 
-TEST_CASE("the fp8-with-scales MLA cache (kv=fp8ds): named, bf16 Q only, portable", "[spec][fp8ds]") {
+TEST_CASE("the fp8-with-scales MLA cache (kv=fp8ds): named, bf16 Q only, both backends", "[spec][fp8ds]") {
   const KernelSpec dense =
       spec_from_fields({{"kind", "mla"}, {"kv", "fp8ds"}, {"group", "64"}, {"arch", "sm_90a"}});
   CHECK(dense.kv == DType::fp8ds);
   CHECK(to_string(DType::fp8ds) == "fp8ds");
   CHECK(dtype_bytes(DType::fp8ds) == 1);
-  // auto resolves to portable on sm_90a too: the hopper MLA kernel has no fp8ds path yet.
-  CHECK(canonical_name(dense) == "mla_bf16_kvfp8ds_obf16_d576_p64_g64_q1_sw0_t32_portable_sm90");
+  // auto resolves to hopper on sm_90a, as for the other caches.
+  CHECK(canonical_name(dense) == "mla_bf16_kvfp8ds_obf16_d576_p64_g64_q1_sw0_t64_hopper_sm90a");
   CHECK(parse_name(canonical_name(dense)) == normalized(dense));
-  CHECK(planned_backend(dense) == Backend::portable);
-  CHECK(launch_backends(dense) == std::vector<Backend>{Backend::portable});
+  CHECK(planned_backend(dense) == Backend::hopper);
+  CHECK(launch_backends(dense) == std::vector<Backend>{Backend::hopper});
   CHECK(spec_to_fields(dense).at("kv") == "fp8ds");
   CHECK(has_flag(dense, "-DCACHE_ELEM_ENUM=2"));
   CHECK(has_flag(dense, "-DMLA_FP8DS=1"));
@@ -82,11 +89,9 @@ TEST_CASE("the fp8-with-scales MLA cache (kv=fp8ds): named, bf16 Q only, portabl
   const SpecError fp8_q = refused({{"kind", "mla"}, {"input", "fp8"}, {"kv", "fp8ds"}, {"arch", "sm_90a"}});
   CHECK(fp8_q.field() == "kv");
   CHECK_THAT(fp8_q.what(), Catch::Contains("kv=fp8ds") && Catch::Contains("input=bf16"));
-  const SpecError hopper =
-      refused({{"kind", "mla"}, {"kv", "fp8ds"}, {"backend", "hopper"}, {"arch", "sm_90a"}});
+  const SpecError hopper = refused({{"kind", "mla"}, {"kv", "fp8ds"}, {"backend", "hopper"}, {"arch", "sm_89"}});
   CHECK(hopper.field() == "backend");
-  CHECK_THAT(hopper.what(),
-             Catch::Contains("backend=hopper") && Catch::Contains("kv=fp8ds") && Catch::Contains("portable"));
+  CHECK_THAT(hopper.what(), Catch::Contains("backend=hopper") && Catch::Contains("sm_90a"));
   const SpecError gqa_kv = refused({{"kind", "gqa"}, {"input", "bf16"}, {"kv", "fp8ds"}, {"arch", "sm_90a"}});
   CHECK(gqa_kv.field() == "kv");
   CHECK_THAT(gqa_kv.what(), Catch::Contains("kind=mla"));
@@ -98,5 +103,5 @@ TEST_CASE("the fp8-with-scales MLA cache (kv=fp8ds): named, bf16 Q only, portabl
         "output");
   const SpecError unknown = refused({{"kind", "mla"}, {"kv", "fp8x"}, {"arch", "sm_90a"}});
   CHECK_THAT(unknown.what(), Catch::Contains("fp8ds"));
-  CHECK_THROWS_AS(parse_name("mla_bf16_kvfp8ds_obf16_d576_p64_g64_q1_sw0_t64_hopper_sm90a"), SpecError);
+  CHECK_THROWS_AS(parse_name("mla_bf16_kvfp8ds_obf16_d576_p64_g64_q1_sw0_t64_hopper_sm89"), SpecError);
 }

@@ -93,7 +93,7 @@ std::vector<Shape> dense_shapes() {
   }
   shapes.push_back({16, 64, 8192, 1, bf, f8});
   shapes.push_back({128, 64, 8192, 1, bf, f8});
-  // DeepSeek-V3.2's fp8-with-scales cache (656-byte rows; the portable kernel): issue 31's
+  // DeepSeek-V3.2's fp8-with-scales cache (656-byte rows): issue 31's
   // dense target is H=16 at <= 0.6 x the bf16 cache's time.
   for (int H : {16, 128}) {
     shapes.push_back({H, 64, 8192, 1, bf, DType::fp8ds});

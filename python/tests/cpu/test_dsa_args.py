@@ -97,11 +97,15 @@ def test_fp8ds_cache_passes_python_and_library_checks():
     xqajit.validate_mla_decode(q, fp8ds_cache(pad_rows=1).unsqueeze(2), bt, sl, sm_scale=SM)
     qs, _, idx = sparse_inputs()
     xqajit.validate_mla_decode(qs, fp8ds_cache(), indices=idx, lse=torch.empty(2, 2, 16), sm_scale=SM)
-    # The spec names the cache; auto is the portable kernel even on sm_90a.
+    # The spec names the cache; auto is the hopper kernel on sm_90a, portable before it.
     s = xqajit.mla_decode_spec(q, fp8ds_cache(), arch="sm_90a")
-    assert s.name == "mla_bf16_kvfp8ds_obf16_d576_p64_g16_q2_sw0_t32_portable_sm90"
-    with pytest.raises(xqajit.SpecError, match=r"backend=hopper.*kv=fp8ds"):
-        xqajit.mla_decode_spec(q, fp8ds_cache(), arch="sm_90a", backend="hopper")
+    assert s.name == "mla_bf16_kvfp8ds_obf16_d576_p64_g16_q2_sw0_t64_hopper_sm90a"
+    s = xqajit.mla_decode_spec(q, fp8ds_cache(), arch="sm_89")
+    assert s.name == "mla_bf16_kvfp8ds_obf16_d576_p64_g16_q2_sw0_t32_portable_sm89"
+    # Sparse below 64 heads with two query tokens: a hopper CTA's rows share one index list.
+    with pytest.raises(xqajit.SpecError, match=r"backend=hopper.*sparse=1 with group 16 and q_len 2"):
+        xqajit.mla_decode_spec(qs, fp8ds_cache(), indices=idx, arch="sm_90a", backend="hopper")
+    assert xqajit.mla_decode_spec(qs, fp8ds_cache(), indices=idx, arch="sm_90a").fields["backend"] == "portable"
 
 
 @pytest.mark.parametrize("make,match", [

@@ -336,9 +336,10 @@ def _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, s
     return hit
 
 
-def mla_decode_spec(q: torch.Tensor, kv_cache: torch.Tensor, *, backend: str = "auto", arch: Optional[str] = None):
-    """The kernel spec mla_decode() runs for these tensors, for xqajit.prewarm():
-    on `arch`, or on the best arch of q's GPU. Tensors may be CPU or meta tensors."""
+def mla_decode_spec(q: torch.Tensor, kv_cache: torch.Tensor, *, indices: Optional[torch.Tensor] = None,
+                    backend: str = "auto", arch: Optional[str] = None):
+    """The kernel spec mla_decode() runs for these tensors (sparse with `indices`), for
+    xqajit.prewarm(): on `arch`, or q's GPU's best arch. Tensors may be CPU or meta tensors."""
     from ..spec import device_arch, spec
 
     require_tensor(_OP, "q", q)
@@ -354,6 +355,7 @@ def mla_decode_spec(q: torch.Tensor, kv_cache: torch.Tensor, *, backend: str = "
         arch = device_arch(q.get_device())
     fields = dict(kind="mla", input=DTYPE_NAME[input_code], kv=DTYPE_NAME[kv_code], output="bf16", head_dim=QK_DIM,
                   page_size=kv_cache.shape[1], group=q.shape[-2], q_len=q.shape[1] if q.dim() == 4 else 1, arch=arch)
+    fields.update({"sparse": 1} if indices is not None else {})
     if backend != "auto":
         fields["backend"] = backend
     return spec(**fields)
