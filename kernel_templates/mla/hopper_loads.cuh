@@ -34,7 +34,8 @@ struct TileLoader {
   // Sparse: the row is the slot of the key's list position; an invalid slot or a position
   // past the split is zero-filled, never read, and flagged 0 for the softmax's mask.
   __device__ __forceinline__ void issue(int tile, u32 dst, int tid) const {
-    constexpr int kChunks = kRawRowBytes / 16;  // 72 (bf16), 36 (fp8), 41 (fp8ds)
+    // 16-byte chunks of a row: 72 (bf16), 36 (fp8), 41 (fp8ds).
+    constexpr int kChunks = kRawRowBytes / 16;
     constexpr int kLanesPerRow = kThreads / kTile;
     static_assert(kThreads % kTile == 0, "whole rows per thread group");
     const int tok = tid / kLanesPerRow, first = tid % kLanesPerRow;

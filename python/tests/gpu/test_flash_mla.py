@@ -75,7 +75,8 @@ def random_index_lists(g, B, s_q, topk, slots, lengths):
 def test_sparse_matches_reference(h_q, s_q, topk, sinks, lengths):
     g = torch.Generator().manual_seed(h_q * 7 + topk)
     B, P, pages = 3, 64, 40
-    idx, n, valid = random_index_lists(g, B, s_q, topk, pages * P, lengths)
+    slots = pages * P
+    idx, n, valid = random_index_lists(g, B, s_q, topk, slots, lengths)
     kv = random_cache(pages, P, set(valid), g)
     q = torch.randn(B, s_q, h_q, QK, generator=g).bfloat16().cuda()
     sink = (torch.rand(h_q, generator=g) * 4 - 2).cuda() if sinks else None
@@ -180,7 +181,8 @@ def dequantize_fp8ds(cache):
 def test_fp8_kvcache_sparse_matches_reference(h_q, s_q, topk, sinks, lengths, jitter):
     g = torch.Generator().manual_seed(h_q * 13 + topk)
     B, P, pages = 3, 64, 40
-    idx, n, valid = random_index_lists(g, B, s_q, topk, pages * P, lengths)
+    slots = pages * P
+    idx, n, valid = random_index_lists(g, B, s_q, topk, slots, lengths)
     cache = quantize_fp8ds(random_cache(pages, P, set(valid), g).squeeze(2), g, jitter)  # NaN where unused
     q = torch.randn(B, s_q, h_q, QK, generator=g).bfloat16().cuda()
     sink = (torch.rand(h_q, generator=g) * 4 - 2).cuda() if sinks else None

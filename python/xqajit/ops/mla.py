@@ -354,10 +354,8 @@ def mla_decode_spec(q: torch.Tensor, kv_cache: torch.Tensor, *, indices: Optiona
         require_cuda(_OP, q.get_device())
         arch = device_arch(q.get_device())
     fields = dict(kind="mla", input=DTYPE_NAME[input_code], kv=DTYPE_NAME[kv_code], output="bf16", head_dim=QK_DIM,
-                  page_size=kv_cache.shape[1], group=q.shape[-2], q_len=q.shape[1] if q.dim() == 4 else 1, arch=arch)
-    fields.update({"sparse": 1} if indices is not None else {})
-    if backend != "auto":
-        fields["backend"] = backend
+                  page_size=kv_cache.shape[1], group=q.shape[-2], q_len=q.shape[1] if q.dim() == 4 else 1, arch=arch,
+                  sparse=int(indices is not None), **({} if backend == "auto" else {"backend": backend}))
     return spec(**fields)
 
 
