@@ -81,3 +81,27 @@ def test_mla_fake_impl_checks_at_trace_time():
 
     with pytest.raises(Exception, match="spec_mask has dtype torch.int64"):
         torch.compile(with_mask, fullgraph=True, backend="aot_eager")(q, kv, bt, sl, mask)
+
+
+def test_sparse_mla_and_lse_trace_into_one_graph():
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    q, kv, _, _ = make_mla_inputs(q_len=2)
+    idx = torch.zeros(2, 2, 64, dtype=torch.int32)
+    sink = torch.zeros(q.shape[-2])
+
+    def f(q, kv, idx, sink):
+        out, lse = xqajit.mla_decode(q * 2, kv, indices=idx, sm_scale=0.07, return_lse=True, attn_sink=sink)
+        return out + 1, lse * 2
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    with pytest.raises(xqajit.ArgumentError, match="q is a CPU tensor"):
+        torch.compile(f, fullgraph=True, backend=counter)(q, kv, idx, sink)
+    assert counter.frame_count == 1
+    code = counter.graphs[0].code
+    assert "torch.ops.xqajit.mla_decode_extras" in code and ".item()" not in code
+    # The fake implementation checks the sparse arguments at trace time.
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="indices must be int32"):
+        torch.compile(f, fullgraph=True, backend="aot_eager")(q, kv, idx.long(), sink)

@@ -42,3 +42,21 @@ def test_cuda_graph_replays_with_new_lengths_and_scales():
     for scale in replays(graph, lens, kv_scale, rounds):
         ref = reference_decode(q, k, v, bt, lens.cpu(), kv_scale=scale, fp8_kv=True)
         torch.testing.assert_close(out.double(), ref, atol=2e-2, rtol=2e-2)
+
+
+def test_torch_compile_sparse_mla_with_lse_and_sinks_matches_eager():
+    g = torch.Generator().manual_seed(31)
+    B, s_q, H, pages, P = 2, 2, 64, 16, 64
+    kv = (torch.randn(pages, P, 576, generator=g) * 0.5).bfloat16().cuda()
+    idx = torch.randint(-1, pages * P, (B, s_q, 256), generator=g, dtype=torch.int32).cuda()
+    lengths = torch.tensor([200, 256], dtype=torch.int32).cuda()
+    sink = (torch.rand(H, generator=g) * 2 - 1).cuda()
+    w = (torch.randn(576, 576, generator=g) * 0.05).bfloat16().cuda()
+    x = torch.randn(B, s_q, H, 576, generator=g).bfloat16().cuda()
+
+    def step(x, kv, idx, lengths, sink):
+        out, lse = xqajit.mla_decode(x @ w, kv, indices=idx, topk_length=lengths, sm_scale=192 ** -0.5,
+                                     return_lse=True, attn_sink=sink)
+        return out.float().sum(dim=-1) + lse
+
+    assert_compiled_matches_eager(step, lambda fn: fn(x, kv, idx, lengths, sink))

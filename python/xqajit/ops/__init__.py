@@ -1,7 +1,7 @@
 """The ops: one module per op, each with its eager function, its checks and its
 torch custom op (torch.ops.xqajit.<op>). Adding an op: its C ABI in src/c_api/<op>.cpp, its args
 struct in _abi.py, and a module here like gqa.py (decode) or mla.py (mla_decode) over _launch.py
-and _register.py (docs/ADDING_AN_OP.md)."""
+and _register.py (docs/ADDING_AN_OP.md). mla_extras.py: mla_decode's sparse / lse / sink calls."""
 
 from .gqa import decode, validate as validate_decode
 from .mla import mla_decode, validate as validate_mla_decode

@@ -16,7 +16,7 @@ from typing import Optional
 import torch
 
 from .. import _library
-from .._tensors import (BF16, DTYPE_NAME, FP8, FP8DS, current_stream, dtype_code, fail, lse_arg, new_lse,
+from .._tensors import (BF16, DTYPE_NAME, FP8, FP8DS, current_stream, dtype_code, fail, lse_arg,
                         optional_ptr, paged_table, require_cuda, require_tensor, same_device, scale_arg, strides_for)
 from . import _fast
 from ._abi import MLA_DECODE_ARGS
@@ -231,16 +231,15 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: Optional[to
     log of the sum of exp of the scaled logits; +inf for a row that saw no key),
     as `(out, lse)`; `lse` may be given (any strides, e.g. a transposed view of
     FlashMLA's [batch, H, q_len]). attn_sink: float32 [H]; out is scaled by
-    exp(lse) / (exp(lse) + exp(sink)). These run the checked eager path (not yet
-    under torch.compile).
+    exp(lse) / (exp(lse) + exp(sink)). These run ops/mla_extras.py: every argument
+    checked on every call (no C fast path), a custom op of their own under torch.compile.
     """
     if out is None:
         out = _new_out(q)
     handle = 0 if engine is None else engine.handle
     if indices is not None or topk_length is not None or return_lse or lse is not None or attn_sink is not None:
-        return _run_extended(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask,
-                             workspace, backend, num_splits, handle, indices, topk_length, return_lse, lse,
-                             attn_sink)
+        return run_extended(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask,
+                            workspace, backend, num_splits, handle, indices, topk_length, return_lse, lse, attn_sink)
     if _is_compiling():
         torch.ops.xqajit.mla_decode(out, q, kv_cache, block_table, seq_lens, workspace, spec_mask,
                                     _sm_scale(sm_scale), *_op_scales(q_scale, kv_scale), backend, int(num_splits),
@@ -260,23 +259,6 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: Optional[to
         _register_fast((q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
                         backend, num_splits, handle), mid, device)
     return out
-
-
-def _run_extended(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
-                  backend, num_splits, handle, indices, topk_length, return_lse, lse, attn_sink):
-    """Sparse MLA and the optional outputs: every argument checked on every call."""
-    if _is_compiling():
-        fail(_OP, "indices" if indices is not None else "lse" if return_lse or lse is not None else "attn_sink",
-             "is not supported under torch.compile yet: call xqajit.mla_decode eagerly (CUDA graph capture works)")
-    if lse is None and return_lse:
-        require_tensor(_OP, "q", q)
-        lse = new_lse(q)
-    ptrs, mid, scales, device = mla_decode_args(q, kv_cache, block_table, seq_lens, out, sm_scale=sm_scale,
-                                                q_scale=q_scale, kv_scale=kv_scale, spec_mask=spec_mask,
-                                                backend=backend, num_splits=num_splits, indices=indices,
-                                                topk_length=topk_length, lse=lse, attn_sink=attn_sink)
-    launch(ptrs, mid, scales, device, workspace, handle)
-    return (out, lse) if return_lse or lse is not None else out
 
 
 def _register_fast(args, mid, device) -> None:
@@ -398,3 +380,5 @@ register("mla_decode", "(Tensor(a!) out, Tensor q, Tensor kv_cache, Tensor block
                        "Tensor(b!)? workspace, Tensor? spec_mask, float sm_scale, Tensor? q_scale_t, float q_scale, "
                        "Tensor? kv_scale_t, float kv_scale, str backend, int num_splits, int engine) -> ()",
          _mla_op, _mla_fake)
+
+from .mla_extras import run_extended  # noqa: E402  (it builds on this module's checks and launch)
