@@ -105,3 +105,24 @@ def test_sparse_mla_and_lse_trace_into_one_graph():
     torch._dynamo.reset()
     with pytest.raises(Exception, match="indices must be int32"):
         torch.compile(f, fullgraph=True, backend="aot_eager")(q, kv, idx.long(), sink)
+
+
+def test_decode_lse_traces_into_one_graph():
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    def f(q, k, v, bt, sl, sinks):
+        out, lse = xqajit.decode(q * 2, k, v, bt, sl, sinks=sinks, return_lse=True)
+        return out + 1, lse - 1
+
+    q, k, v, bt, sl = make_inputs()
+    sinks = torch.zeros(q.shape[-2])
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    with pytest.raises(xqajit.ArgumentError, match="q is a CPU tensor"):
+        torch.compile(f, fullgraph=True, backend=counter)(q, k, v, bt, sl, sinks)
+    assert counter.frame_count == 1
+    code = counter.graphs[0].code
+    assert "torch.ops.xqajit.decode_lse" in code and ".item()" not in code
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="block_table must be int32"):
+        torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, v, bt.long(), sl, sinks)

@@ -60,3 +60,17 @@ def test_torch_compile_sparse_mla_with_lse_and_sinks_matches_eager():
         return out.float().sum(dim=-1) + lse
 
     assert_compiled_matches_eager(step, lambda fn: fn(x, kv, idx, lengths, sink))
+
+
+def test_torch_compile_decode_with_lse_matches_eager():
+    p = make_problem(Case(seq_lens=[300, 1000], num_kv_heads=2, group=8))
+    w = torch.randn(128, 128, device="cuda").bfloat16()
+    sinks = torch.rand(16, device="cuda") - 0.5
+
+    def step(x, k, v, bt, sl):
+        q = (x @ w).view(x.shape[0], 1, 16, 128)
+        out, lse = xqajit.decode(q, k, v, bt, sl, sinks=sinks, return_lse=True)
+        return out.float().sum(dim=-1) + lse
+
+    x = torch.randn(2, 16, 128, device="cuda").bfloat16()
+    assert_compiled_matches_eager(step, lambda fn: fn(x, p["k"], p["v"], p["block_table"], p["seq_lens"]))

@@ -13,9 +13,8 @@ from typing import Optional
 import torch
 
 from .. import _library
-from .._tensors import (BF16, DTYPE_CODE, DTYPE_NAME, FP8, FP16, current_stream, dtype_code, fail, lse_arg, new_lse,
-                        optional_ptr,
-                        paged_table, require_cuda, require_tensor, same_device, scale_arg, strides_for)
+from .._tensors import (BF16, DTYPE_CODE, DTYPE_NAME, FP8, FP16, current_stream, dtype_code, fail, lse_arg,
+                        optional_ptr, paged_table, require_cuda, require_tensor, same_device, scale_arg, strides_for)
 from . import _fast
 from ._abi import DECODE_ARGS
 from ._fast import OP_DECODE
@@ -121,9 +120,9 @@ def decode_args(q, k_cache, v_cache, block_table, seq_lens, out, *, q_scale=1.0,
     q_scale, q_scale_ptr = scale_arg(_OP, "q_scale", q_scale, device)
     kv_scale, kv_scale_ptr = scale_arg(_OP, "kv_scale", kv_scale, device)
     rcp_out_scale, rcp_out_scale_ptr = scale_arg(_OP, "out_scale", rcp_out_scale, device)
-    sinks_ptr = optional_ptr(_OP, "sinks", sinks, device, (torch.float32,), hq)
+    sinks_ptr = optional_ptr(_OP, "sinks", sinks, device, (torch.float32,), hq, ptr)
     mask_ptr = optional_ptr(_OP, "spec_mask", spec_mask, device, _SPEC_MASK_DTYPES,
-                            batch * q_len * ((q_len + 31) // 32))
+                            batch * q_len * ((q_len + 31) // 32), ptr)
     ptrs = (ptr(q), ptr(out), k_ptr, v_ptr, ptr(block_table), ptr(seq_lens), sinks_ptr, mask_ptr,
             q_scale_ptr, kv_scale_ptr, rcp_out_scale_ptr)
     mid = (q_str[0], q_str[1], q_str[2], o_str[0], o_str[1], o_str[2],
@@ -185,15 +184,16 @@ def decode(q: torch.Tensor, k_cache: Optional[torch.Tensor] = None, v_cache: Opt
     return_lse: also return the log-sum-exp, float32 [batch, q_len, Hq] ([batch, Hq]
     for a 3-D q): the natural log of the sum of exp of each row's scaled logits (the
     sink not included; +inf for a row that saw no key), to merge this attention with
-    another piece's; as `(out, lse)`. `lse` may be given (any strides). These run the
-    checked eager path (not yet under torch.compile; CUDA graph capture works).
+    another piece's; as `(out, lse)`. `lse` may be given (any strides). These run
+    ops/gqa_lse.py: every argument checked on every call, a custom op of their own
+    under torch.compile.
     """
     if out is None:
         out = torch.empty(q.shape, dtype=_output_dtype(q, out_scale), device=q.device)
     handle = 0 if engine is None else engine.handle
     if return_lse or lse is not None:
-        return _run_with_lse(q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale, out_scale,
-                             sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle, lse)
+        return run_with_lse(q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale, out_scale,
+                            sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle, lse)
     compiling = _is_compiling()
     if _fast_call is not None and not compiling:
         # The C fast path (ops/_fast.py): arguments whose metadata was checked before.
@@ -227,25 +227,6 @@ def _one_cache_form(k_cache, v_cache, kv_cache):
     if k_cache is None or v_cache is None:
         fail(_OP, "k_cache" if k_cache is None else "v_cache", "is missing: pass k_cache and v_cache, or kv_cache=")
     return k_cache
-
-
-def _run_with_lse(q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale, out_scale,
-                  sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle, lse):
-    """decode() with the lse output: every argument checked on every call."""
-    if _is_compiling():
-        fail(_OP, "lse", "is not supported under torch.compile yet: call xqajit.decode eagerly "
-                         "(CUDA graph capture works)")
-    k_cache = _one_cache_form(k_cache, v_cache, kv_cache)
-    if lse is None:
-        require_tensor(_OP, "q", q)
-        lse = new_lse(q)
-    rcp = 1.0 if out_scale is None else _rcp(out_scale)
-    ptrs, mid, scales, device = decode_args(q, k_cache, v_cache, block_table, seq_lens, out, q_scale=q_scale,
-                                            kv_scale=kv_scale, rcp_out_scale=rcp, sliding_window=sliding_window,
-                                            sinks=sinks, spec_mask=spec_mask, kv_layout=kv_layout,
-                                            num_splits=num_splits, lse=lse)
-    launch(ptrs, mid, scales, device, workspace, handle)
-    return out, lse
 
 
 def _register_fast(args, mid, device, v_offset) -> None:
@@ -397,3 +378,5 @@ register("decode", "(Tensor(a!) out, Tensor q, Tensor k_cache, Tensor? v_cache, 
                    "Tensor(b!)? workspace, Tensor? sinks, Tensor? spec_mask, Tensor? q_scale_t, float q_scale, "
                    "Tensor? kv_scale_t, float kv_scale, Tensor? out_scale_t, float out_scale, int sliding_window, "
                    "str kv_layout, int num_splits, int engine) -> ()", _decode_op, _decode_fake)
+
+from .gqa_lse import run_with_lse  # noqa: E402  (it builds on this module's checks and launch)
