@@ -60,7 +60,7 @@ static_assert(kThreads == 256 && kR == 64, "two warpgroups on one 64-row tile");
 static_assert(kTile == 64, "each warpgroup's S is 32 keys: half of a 64-key tile");
 static_assert(CACHE_ELEM_ENUM == 0 || CACHE_ELEM_ENUM == 2, "CACHE_ELEM_ENUM: 0 (bf16) or 2 (fp8)");
 static_assert(!kFp8Q || kFp8Cache, "an fp8 Q needs an fp8 cache");
-static_assert(!MLA_SPARSE || kHeads % kR == 0 || kQLen == 1, "sparse: a CTA's rows are one query token's heads");
+static_assert(!MLA_SPARSE || xqajit_mla_hopper_sparse_fits(kHeads, kQLen), "sparse: a CTA's rows are one query token's heads");
 
 // Byte offset of 16-byte chunk `chunk` (of 72) of row `row` in a swizzled operand
 // block of `rows` rows: [column block][row][128 B], chunk ^ (row & 7) in the atom.

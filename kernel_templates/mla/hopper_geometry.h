@@ -48,11 +48,16 @@ constexpr int xqajit_mla_hopper_smem(int kv_tile, int row_bytes, int sparse, int
                                                            : xqajit_mla_hopper_exchange_bytes(kv_tile));
 }
 
+// Sparse: a CTA's 64 rows share one index list, so they must be one query token's heads:
+// whole 64-head blocks, or the heads of a single query token padded into one block.
+constexpr bool xqajit_mla_hopper_sparse_fits(int heads, int q_len) {
+  return heads >= kXqajitMlaHopperRows || q_len == 1;
+}
+
 // g.stages: raw tile stages, 2 (tile i + 1 in flight under tile i), or 1 where two do not
 // fit beside Q and the bf16 tile (the fp8ds cache's 656-byte rows: the next tile's copies
 // then start once this tile is converted, still under its math); 0 where the spec does
-// not fit the backend. Sparse: a CTA's rows are one query token's heads (its index list),
-// so H < 64 runs one token only (q_len 1).
+// not fit the backend (sparse: xqajit_mla_hopper_sparse_fits).
 constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int kv_tile, int row_bytes,
                                                        int q_bytes, int arch, int sparse) {
   (void)q_bytes;  // Q is staged as bf16 whatever its dtype
@@ -62,7 +67,7 @@ constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int
   g.rows_per_cta = kXqajitMlaHopperRows;
   g.row_blocks = (g.rows + kXqajitMlaHopperRows - 1) / kXqajitMlaHopperRows;
   // Only kv_tile 64 is built (S is m64n64); sm_90 only (wgmma).
-  const bool builds = kv_tile == 64 && arch == 90 && !(sparse && heads < kXqajitMlaHopperRows && q_len > 1);
+  const bool builds = kv_tile == 64 && arch == 90 && (!sparse || xqajit_mla_hopper_sparse_fits(heads, q_len));
   const int budget = xqajit_mla_smem_budget(arch);
   const int stages = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, 2) <= budget ? 2 : 1;
   g.smem_bytes = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages);

@@ -45,9 +45,7 @@ struct TileLoader {
     if constexpr (MLA_SPARSE) {
       const int slot = pos < split_end ? list.slot_at(pos) : -1;
       valid = slot >= 0;
-      if (valid)
-        row += ((long long)(slot / kPageSize) * stride_page + (long long)(slot % kPageSize) * stride_token) *
-               kCacheBytes;
+      if (valid) row += list.row_offset(slot, stride_page, stride_token) * kCacheBytes;
       if (first == 0) key_ok[(tile & 1) * kTile + tok] = valid;
     } else {
       valid = pos < split_end;

@@ -46,9 +46,7 @@ struct TileLoader {
         const int tok = i / kChunks, chunk = i % kChunks;
         const int pos = tile_start + tok;
         const int slot = pos < split_end ? list.slot_at(pos) : -1;
-        const long long row = slot < 0 ? 0
-                                       : (long long)(slot / kPageSize) * stride_page +
-                                             (long long)(slot % kPageSize) * stride_token;
+        const long long row = slot < 0 ? 0 : list.row_offset(slot, stride_page, stride_token);
         put(tok, chunk, kv_base + row * kCacheBytes + chunk * 16, slot >= 0);
       }
     } else if constexpr (kPageSize >= kTile) {

@@ -23,6 +23,11 @@ struct SparseList {
     const int s = slots[pos];
     return valid_slot(s) ? s : -1;
   }
+  // Elements of the cache type from the cache's base to valid slot `slot`'s row: row
+  // slot % page size of page slot / page size (no block table: slots name pages directly).
+  __device__ __forceinline__ static long long row_offset(int slot, long long stride_page, long long stride_token) {
+    return (long long)(slot / kPageSize) * stride_page + (long long)(slot % kPageSize) * stride_token;
+  }
 };
 
 __device__ __forceinline__ SparseList sparse_list(const XqajitMlaArgs& args, int b, int t) {

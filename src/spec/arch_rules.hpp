@@ -4,6 +4,7 @@
 // nothing: launch plans normalize and validate a spec on every call.
 
 #include "gqa/hopper_geometry.h"
+#include "mla/hopper_geometry.h"
 #include "xqajit/spec/spec.hpp"
 
 namespace xqajit::detail {
@@ -25,10 +26,11 @@ inline Backend default_backend(Kind kind, const Arch& arch) {
   return kind == Kind::mla && has_hopper(arch) ? Backend::hopper : Backend::portable;
 }
 
-// The same for a whole spec: sparse MLA below 64 heads with several query tokens runs the
-// portable kernel (a hopper CTA's rows share one index list: spec.cpp validate_backend).
+// The same for a whole spec: sparse MLA the hopper kernel does not take (below 64 heads with
+// several query tokens: its CTA's rows share one index list) runs the portable kernel.
 inline Backend default_backend(const KernelSpec& s) {
-  return s.sparse && s.group < 64 && s.q_len > 1 ? Backend::portable : default_backend(s.kind, s.arch);
+  return s.sparse && !xqajit_mla_hopper_sparse_fits(s.group, s.q_len) ? Backend::portable
+                                                                       : default_backend(s.kind, s.arch);
 }
 
 // The hopper kernel's own N for the spec's rows (hopper_geometry.h).

@@ -145,7 +145,7 @@ void validate_backend(const KernelSpec& s) {
                                 s.backend == Backend::hopper ? "; hopper needs sm_90a" : ""));
   }
   // A hopper CTA's 64 rows share one index list: one query token's heads (mla/hopper_geometry.h).
-  if (s.sparse && s.backend == Backend::hopper && s.group < 64 && s.q_len > 1)
+  if (s.sparse && s.backend == Backend::hopper && !xqajit_mla_hopper_sparse_fits(s.group, s.q_len))
     throw SpecError("backend", "hopper",
                     fmt::format("auto, portable (sparse=1 with group {} and q_len {}: a hopper CTA's 64 rows are "
                                 "one query token's heads, so below 64 heads it takes q_len 1; auto picks portable)",
