@@ -184,8 +184,8 @@ def measure_cpu_stand_in(repeat=15, number=5000) -> dict:
             timed["direct (C fast path)"] = median_us(fast)  # timed now: decode() reads _fast_call per call
         gqa._fast_call = None
         xqajit.decode(q, k, v, bt, sl, out=out)
-        for key, (m, _, off) in list(gqa._CHECKED.items()):
-            gqa._CHECKED[key] = (m, 0, off)  # as if on cuda:0: the inlined launch path
+        for key, (m, _, *rest) in list(gqa._CHECKED.items()):
+            gqa._CHECKED[key] = (m, 0, *rest)  # as if on cuda:0: the inlined launch path
         ways["direct (Python path)"] = lambda: xqajit.decode(q, k, v, bt, sl, out=out)
         ways["custom_op"] = lambda: op(out, q, k, v, bt, sl, None, None, None, None, 1.0, None, 1.0, None, 0.0, 0,
                                        "NHD", 0, 0)

@@ -54,8 +54,9 @@ def stand_in(request, monkeypatch):
 
 def as_if_on_cuda0():
     """Python-path cache entries claim device 0, so that hits take its inlined launch."""
-    for key, (mid, _, off) in list(gqa._CHECKED.items()):
-        gqa._CHECKED[key] = (mid, 0, off)
+    for checked in (gqa._CHECKED, mla._CHECKED):
+        for key, (mid, _, *rest) in list(checked.items()):
+            checked[key] = (mid, 0, *rest)
 
 
 def hits():
@@ -103,7 +104,7 @@ def test_combined_cache_hit_keeps_the_v_offset(stand_in):
     q, k, v, bt, sl = make_inputs()
     kv = torch.stack([k, v], dim=1)
     xqajit.decode(q, kv_cache=kv, block_table=bt, seq_lens=sl)
-    ((mid, device, v_offset),) = gqa._CHECKED.values()
+    ((mid, device, v_offset, _),) = gqa._CHECKED.values()
     assert v_offset == kv.stride(1) * kv.element_size()
     xqajit.decode(q, kv_cache=kv.clone(), block_table=bt, seq_lens=sl)
 
@@ -171,3 +172,203 @@ def test_fast_path_patches_every_field(monkeypatch):
         _fast.module.clear()
         gqa._CHECKED.clear()
     assert captured["c"] == captured["python"]
+
+
+# --- the calls with optional tensors: GQA's lse (gqa_lse.py), sparse MLA, lse, sinks (mla_extras.py) ---
+
+SM = 192 ** -0.5
+
+
+@pytest.fixture
+def checks(monkeypatch):
+    """The names of the full argument checks (decode_args, mla_decode_args) eager calls ran."""
+    ran = []
+    for module, name in ((gqa, "decode_args"), (mla, "mla_decode_args")):
+        def counted(*args, _check=getattr(module, name), _name=name, **kw):
+            ran.append(_name)
+            return _check(*args, **kw)
+        monkeypatch.setattr(module, name, counted)
+    return ran
+
+
+def sparse_call():
+    """(q, kv, keyword arguments) of a sparse MLA call with lengths, a given lse and sinks."""
+    q, kv, _, _ = make_mla_inputs(q_len=2)
+    kw = dict(indices=torch.randint(-1, 640, (2, 2, 128), dtype=torch.int32),
+              topk_length=torch.tensor([5, 100], dtype=torch.int32), lse=torch.empty(2, 2, 16),
+              attn_sink=torch.zeros(16), out=torch.empty(2, 2, 16, 512).bfloat16(), sm_scale=SM)
+    return q, kv, kw
+
+
+def renewed(kw):
+    """The same arguments in new tensors of the same metadata (new pointers)."""
+    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+
+
+def reached_the_library_unchecked(stand_in, checks, launches, c_hits, checked):
+    """The last call ran no Python checks and still reached the library: through the C
+    fast path where it is on, else through the Python path's cache."""
+    assert len(checks) == checked
+    if mla._fast_call is not None:
+        assert hits() == c_hits + 1 and len(stand_in) == launches
+    else:
+        assert len(stand_in) == launches + 1
+
+
+def test_sparse_mla_with_lse_and_sink_is_checked_once(stand_in, checks):
+    q, kv, kw = sparse_call()
+    out, lse = xqajit.mla_decode(q, kv, **{**kw, "lse": None}, return_lse=True)  # lse allocated
+    assert out is kw["out"] and lse.shape == (2, 2, 16)
+    assert checks == ["mla_decode_args"] and len(stand_in) == 1
+    as_if_on_cuda0()
+    launches, c_hits = len(stand_in), hits()
+    again = renewed(kw)  # a given lse of the allocated one's metadata: the same key
+    assert xqajit.mla_decode(q.clone(), kv, **{**again, "sm_scale": 0.2})[1] is again["lse"]
+    reached_the_library_unchecked(stand_in, checks, launches, c_hits, 1)
+    # The library still sees every value: a bad sm_scale on a hit is refused.
+    with pytest.raises(xqajit.ArgumentError, match="sm_scale = -1"):
+        xqajit.mla_decode(q, kv, **{**kw, "sm_scale": -1.0})
+
+
+def test_gqa_with_lse_is_checked_once(stand_in, checks):
+    q, k, v, bt, sl = make_inputs(q_len=2)
+    mask = torch.tensor([1, 3], dtype=torch.int32).repeat(2, 1).reshape(2, 2, 1)
+    kw = dict(sinks=torch.zeros(8), spec_mask=mask, out=torch.empty_like(q))
+    out, lse = xqajit.decode(q, k, v, bt, sl, **kw, return_lse=True)
+    assert out is kw["out"] and lse.shape == (2, 2, 8)
+    assert checks == ["decode_args"] and len(stand_in) == 1
+    as_if_on_cuda0()
+    launches, c_hits = len(stand_in), hits()
+    lse2 = torch.empty(2, 2, 8)
+    assert xqajit.decode(q.clone(), k, v, bt, sl, **renewed(kw), lse=lse2, kv_scale=0.5)[1] is lse2
+    reached_the_library_unchecked(stand_in, checks, launches, c_hits, 1)
+
+
+def test_another_set_of_optional_tensors_is_another_key(stand_in, checks):
+    q, kv, kw = sparse_call()
+    _, _, bt, sl = make_mla_inputs(q_len=2)
+    flash_lse = torch.empty(2, 16, 2).transpose(1, 2)  # FlashMLA's layout as a view: other strides
+    mla_calls = [kw, {**kw, "attn_sink": None}, {**kw, "topk_length": None}, {**kw, "lse": None},
+                 {**kw, "lse": flash_lse}, {**kw, "indices": None, "topk_length": None, "block_table": bt,
+                                            "seq_lens": sl}]
+    gq, k, v, gbt, gsl = make_inputs()
+    gqa_calls = [dict(lse=torch.empty(2, 8)), dict(lse=torch.empty(2, 8), sinks=torch.zeros(8)), dict(),
+                 dict(lse=torch.empty(8, 2).t())]
+    for _ in range(2):  # the second round: every one of them seen before, none checked again
+        for call in mla_calls:
+            xqajit.mla_decode(q, kv, **call)
+        xqajit.mla_decode(q, kv, bt, sl, sm_scale=SM, out=kw["out"])  # dense: no optional tensor
+        for call in gqa_calls:
+            xqajit.decode(gq, k, v, gbt, gsl, **call)
+        assert len(checks) == len(mla_calls) + 1 + len(gqa_calls)
+    assert len(mla._CHECKED) == len(mla_calls) + 1 and len(gqa._CHECKED) == len(gqa_calls)
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(indices=torch.zeros(2, 2, 128, dtype=torch.int64)), r"indices must be int32 \[batch=2, q_len=2, topk\]"),
+    (dict(indices=torch.zeros(2, 2, 256, dtype=torch.int32)[..., ::2]), r"indices must have contiguous lists"),
+    (dict(topk_length=torch.zeros(3, dtype=torch.int32)), r"topk_length must be contiguous with 2 elements"),
+    (dict(topk_length=torch.zeros(2, dtype=torch.int64)), r"topk_length has dtype torch.int64"),
+    (dict(lse=torch.empty(2, 16, 2)), r"lse must be float32 \[batch=2, q_len=2, num_heads=16\]"),
+    (dict(lse=torch.empty(2, 2, 16, dtype=torch.float64)), r"lse must be float32"),
+    (dict(attn_sink=torch.zeros(8)), r"attn_sink must be contiguous with 16 elements"),
+    (dict(attn_sink=torch.zeros(16, dtype=torch.float16)), r"attn_sink has dtype torch.float16"),
+    (dict(block_table=torch.zeros(2, 3, dtype=torch.int32)), r"block_table must be None with indices"),
+    (dict(indices=None, block_table=torch.zeros(2, 3, dtype=torch.int32),
+          seq_lens=torch.full((2,), 9, dtype=torch.int32)), r"topk_length is given without indices"),
+])
+def test_sparse_mla_refuses_a_bad_call_after_good_ones(stand_in, change, match):
+    q, kv, kw = sparse_call()
+    for _ in range(2):  # checked, then registered (C) or cached (Python)
+        xqajit.mla_decode(q, kv, **kw)
+    for _ in range(2):  # refused every time: a refusal is never cached
+        with pytest.raises(xqajit.ArgumentError, match=match):
+            xqajit.mla_decode(q, kv, **{**kw, **change})
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(lse=torch.empty(2, 8, dtype=torch.float16)), r"lse must be float32 \[batch=2, q_len=1, num_q_heads=8\]"),
+    (dict(lse=torch.empty(2, 4)), r"lse must be float32"),
+    (dict(sinks=torch.zeros(4)), r"sinks must be contiguous with 8 elements"),
+    (dict(kv_cache=torch.zeros(6, 2, 16, 2, 128).bfloat16()), r"kv_cache was given with k_cache"),
+])
+def test_gqa_with_lse_refuses_a_bad_call_after_good_ones(stand_in, change, match):
+    q, k, v, bt, sl = make_inputs()
+    kw = dict(lse=torch.empty(2, 8), sinks=torch.zeros(8))
+    for _ in range(2):
+        xqajit.decode(q, k, v, bt, sl, **kw)
+    for _ in range(2):
+        with pytest.raises(xqajit.ArgumentError, match=match):
+            xqajit.decode(q, k, v, bt, sl, **{**kw, **change})
+
+
+def packed_for_the_library(path, monkeypatch, op, entry, size, call):
+    """The args struct the library is handed by call()'s second run (the first is checked
+    and registered): by the C fast path ("c") or by the Python path's cached checks."""
+    lib = xqajit._library.library()
+    seen = []
+
+    def record(addr):
+        seen.append(ctypes.string_at(addr, size))
+        return 0
+
+    for module in (gqa, mla):
+        monkeypatch.setattr(module, "require_cuda", lambda op, device: None)
+        monkeypatch.setattr(module, "current_stream", lambda device: 0)
+        if path == "python":
+            monkeypatch.setattr(module, "_fast_call", None)
+    monkeypatch.setattr(lib, entry, record)
+    c_record = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(record)
+    _fast.module and _fast.module.clear()
+    _fast.set_function(op, ctypes.cast(c_record, ctypes.c_void_p).value)
+    try:
+        call()
+        as_if_on_cuda0()  # the Python path's hit then takes its inlined launch
+        before = hits()
+        call()
+        assert path == "python" or hits() == before + 1
+    finally:
+        _fast.set_function(op, None)
+        _fast.module and _fast.module.clear()
+        gqa._CHECKED.clear()
+        mla._CHECKED.clear()
+    return seen[-1]
+
+
+def reference_struct(pack, size, fields) -> bytes:
+    """The struct as the checks pack it: (pointers, shapes and strides, scales) of *_args."""
+    ptrs, mid, scales, _ = fields
+    buf = bytearray(size)
+    pack(buf, 0, size, 0, 0, *ptrs, 0, 0, 0, *mid, *scales)
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+def test_sparse_mla_hit_packs_what_the_checks_pack(path, monkeypatch):
+    if path == "c" and _fast.call is None:
+        pytest.skip(f"the C fast path is off: {_fast.status}")
+    q, kv, kw = sparse_call()
+    kw.update(q=q, kv_cache=kv, kv_scale=torch.ones(1), q_scale=0.5)
+    first, second = renewed(kw), {**renewed(kw), "sm_scale": 0.3}  # every pointer differs
+    calls = iter((first, second))
+    got = packed_for_the_library(path, monkeypatch, _fast.OP_MLA, "xqajit_mla_decode", mla._SIZE,
+                                 lambda: xqajit.mla_decode(**next(calls)))
+    want = reference_struct(mla._PACK, mla._SIZE, mla.mla_decode_args(block_table=None, seq_lens=None, **second))
+    assert got == want
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+def test_gqa_lse_hit_packs_what_the_checks_pack(path, monkeypatch):
+    if path == "c" and _fast.call is None:
+        pytest.skip(f"the C fast path is off: {_fast.status}")
+    q, k, v, bt, sl = make_inputs(q_len=2)
+    mask = torch.tensor([1, 3], dtype=torch.int32).repeat(2, 1).reshape(2, 2, 1)
+    kw = dict(q=q, k_cache=k, v_cache=v, block_table=bt, seq_lens=sl, out=torch.empty_like(q), sinks=torch.zeros(8),
+              spec_mask=mask, kv_scale=torch.ones(1), q_scale=0.25, sliding_window=7,
+              lse=torch.empty(2, 8, 2).transpose(1, 2))
+    first, second = renewed(kw), {**renewed(kw), "q_scale": 0.5}
+    calls = iter((first, second))
+    got = packed_for_the_library(path, monkeypatch, _fast.OP_DECODE, "xqajit_decode", gqa._SIZE,
+                                 lambda: xqajit.decode(**next(calls)))
+    want = reference_struct(gqa._PACK, gqa._SIZE, gqa.decode_args(**second, rcp_out_scale=1.0))
+    assert got == want

@@ -69,7 +69,7 @@ DECODE_ARGS = ArgsStruct(
                            "head_dim", "page_size", "num_pages", "max_pages_per_seq", "sliding_window",
                            "num_splits", "kv_tile", "programmatic_dependent_launch")]
     + [(n, _f32) for n in ("q_scale", "kv_scale", "rcp_out_scale")]
-    # The optional lse output (gqa.NO_LSE: zeros for a call without it).
+    # The optional lse output and its strides (zeros for a call without it).
     + [("lse", _p)] + [(n, _i64) for n in ("lse_stride_batch", "lse_stride_token", "lse_stride_head")],
 )
 

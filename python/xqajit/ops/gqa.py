@@ -34,10 +34,6 @@ _SPEC_MASK_DTYPES = (torch.int32, torch.uint32) if hasattr(torch, "uint32") else
 _LAYOUTS = {"NHD": (1, 2), "HND": (2, 1)}  # dims of (token, head) in a 4-D K/V cache
 
 
-# The struct's tail (lse, its three strides) of a call without lse.
-NO_LSE = (0, 0, 0, 0)
-
-
 def decode_args(q, k_cache, v_cache, block_table, seq_lens, out, *, q_scale=1.0, kv_scale=1.0,
                 rcp_out_scale=1.0, sliding_window=0, sinks=None, spec_mask=None, kv_layout="NHD",
                 num_splits=0, lse=None, ptr=_data_ptr):
@@ -185,8 +181,8 @@ def decode(q: torch.Tensor, k_cache: Optional[torch.Tensor] = None, v_cache: Opt
     for a 3-D q): the natural log of the sum of exp of each row's scaled logits (the
     sink not included; +inf for a row that saw no key), to merge this attention with
     another piece's; as `(out, lse)`. `lse` may be given (any strides). These run
-    ops/gqa_lse.py: every argument checked on every call, a custom op of their own
-    under torch.compile.
+    ops/gqa_lse.py, a custom op of their own under torch.compile; eager, the same C
+    fast path as the other calls.
     """
     if out is None:
         out = torch.empty(q.shape, dtype=_output_dtype(q, out_scale), device=q.device)
@@ -196,26 +192,47 @@ def decode(q: torch.Tensor, k_cache: Optional[torch.Tensor] = None, v_cache: Opt
                             sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle, lse)
     compiling = _is_compiling()
     if _fast_call is not None and not compiling:
-        # The C fast path (ops/_fast.py): arguments whose metadata was checked before.
+        # launch_eager's C fast path, inlined: one Python frame less on the hot path.
         status = _fast_call(OP_DECODE, q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale,
                             out_scale, sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle)
         if not status:
             return out
         if status > 0 and status != _library.NEED_WORKSPACE:
             _library.raise_last_error(status)
-    fast_args = (q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale, out_scale,
-                 sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle)
-    k_cache = _one_cache_form(k_cache, v_cache, kv_cache)
     if compiling:
-        torch.ops.xqajit.decode(out, q, k_cache, v_cache, block_table, seq_lens, workspace, sinks, spec_mask,
-                                *_op_scales(q_scale, kv_scale, out_scale), int(sliding_window), kv_layout,
-                                int(num_splits), handle)
+        torch.ops.xqajit.decode(out, q, _one_cache_form(k_cache, v_cache, kv_cache), v_cache, block_table, seq_lens,
+                                workspace, sinks, spec_mask, *_op_scales(q_scale, kv_scale, out_scale),
+                                int(sliding_window), kv_layout, int(num_splits), handle)
         return out
-    checked = _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out_scale, sliding_window,
-                   sinks, spec_mask, workspace, kv_layout, num_splits, handle)
-    if _fast_call is not None:
-        _register_fast(fast_args, *checked)
+    _run_and_register((q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale, out_scale,
+                       sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle))
     return out
+
+
+def launch_eager(args) -> None:
+    """An eager call; args as the C fast path keys them: decode()'s 17 (q, k_cache, v_cache, block_table,
+    seq_lens, kv_cache, out, q_scale, kv_scale, out_scale, sliding_window, sinks, spec_mask, workspace,
+    kv_layout, num_splits, engine handle), then lse for gqa_lse.py's calls. Metadata checked before
+    takes the C fast path; anything else is checked (_run_and_register)."""
+    if _fast_call is not None:
+        status = _fast_call(OP_DECODE, *args)
+        if not status:
+            return
+        if status > 0 and status != _library.NEED_WORKSPACE:
+            _library.raise_last_error(status)
+    _run_and_register(args)
+
+
+def _run_and_register(args) -> None:
+    """The Python path of an eager call (args as launch_eager takes them): the checks, cached by
+    metadata, and the launch; then the checked call is registered with the C fast path."""
+    (q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale, out_scale, sliding_window, sinks,
+     spec_mask, workspace, kv_layout, num_splits, handle) = args[:17]
+    checked = _run(q, _one_cache_form(k_cache, v_cache, kv_cache), v_cache, block_table, seq_lens, out, q_scale,
+                   kv_scale, out_scale, sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle,
+                   *args[17:])
+    if _fast_call is not None:
+        _register_fast(args, *checked)
 
 
 def _one_cache_form(k_cache, v_cache, kv_cache):
@@ -229,8 +246,9 @@ def _one_cache_form(k_cache, v_cache, kv_cache):
     return k_cache
 
 
-def _register_fast(args, mid, device, v_offset) -> None:
-    """Registers a checked decode() call with the C fast path (args in decode()'s order)."""
+def _register_fast(args, mid, device, v_offset, lse_strides) -> None:
+    """Registers a checked call with the C fast path (args as launch_eager takes them). An optional
+    tensor that is absent is not patched: its pointer stays NULL, and its None is part of the key."""
     q_scale, kv_scale, out_scale, workspace = args[7], args[8], args[9], args[13]
     if isinstance(out_scale, torch.Tensor):
         return  # its reciprocal is a torch op per call: the Python path keeps it
@@ -240,26 +258,24 @@ def _register_fast(args, mid, device, v_offset) -> None:
                (_fast.PTR, 5 if combined else 1, off("k_cache"), 0),
                (_fast.PTR, 5, off("v_cache"), v_offset) if combined else (_fast.PTR, 2, off("v_cache"), 0),
                (_fast.PTR, 3, off("block_table"), 0), (_fast.PTR, 4, off("seq_lens"), 0)]
-    if args[11] is not None:
-        patches.append((_fast.PTR, 11, off("sinks"), 0))
-    if args[12] is not None:
-        patches.append((_fast.PTR, 12, off("spec_mask"), 0))
+    patches += [(_fast.PTR, arg, off(field), 0) for arg, field in ((11, "sinks"), (12, "spec_mask"), (17, "lse"))
+                if arg < len(args) and args[arg] is not None]
     _fast.scale_patch(patches, 7, q_scale, off("q_scale"), off("q_scale_ptr"))
     _fast.scale_patch(patches, 8, kv_scale, off("kv_scale"), off("kv_scale_ptr"))
     if out_scale is not None:
         patches.append((_fast.RCP_F32, 9, off("rcp_out_scale"), 0))
     _fast.workspace_patch(patches, 13, workspace, off("workspace"))
     buf = bytearray(_SIZE)
-    _PACK(buf, 0, _SIZE, args[16], 0, *(0,) * 11, 0, 0, 0, *mid, 1.0, 1.0, 1.0, *NO_LSE)
+    _PACK(buf, 0, _SIZE, args[16], 0, *(0,) * 11, 0, 0, 0, *mid, 1.0, 1.0, 1.0, 0, *lse_strides)
     _fast.register(_fast.OP_DECODE, bytes(buf), patches, device, args)
 
 
 def _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out_scale, sliding_window, sinks,
-         spec_mask, workspace, kv_layout, num_splits, handle):
-    """The eager launch behind decode() and the custom op (the Python path). The
-    checks depend on metadata alone: a call whose metadata was seen before reuses
+         spec_mask, workspace, kv_layout, num_splits, handle, lse=None):
+    """The eager launch behind decode() and the custom ops (the Python path; lse: gqa_lse.py's
+    calls). The checks depend on metadata alone: a call whose metadata was seen before reuses
     their result and only reads pointers and scales. Returns what was checked:
-    (shapes and strides, device, v - k offset)."""
+    (shapes and strides, device, v - k offset, lse strides)."""
     try:
         key = (q.shape, q.stride(), q.dtype, q.get_device(), k_cache.shape, k_cache.stride(), k_cache.dtype,
                k_cache.get_device(), None if v_cache is None else (v_cache.shape, v_cache.stride(), v_cache.dtype,
@@ -270,7 +286,7 @@ def _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out
                type(kv_scale) if type(kv_scale) is float else _scale_meta(kv_scale),
                None if out_scale is None else _scale_meta(out_scale),
                None if sinks is None else _meta(sinks), None if spec_mask is None else _meta(spec_mask),
-               sliding_window, kv_layout, num_splits)
+               sliding_window, kv_layout, num_splits, None if lse is None else _meta(lse))
         hit = _CHECKED.get(key)
     except (AttributeError, TypeError):  # not tensors, or unhashable: decode_args says which argument
         key = hit = None
@@ -279,12 +295,12 @@ def _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out
         ptrs, mid, scales, device = decode_args(q, k_cache, v_cache, block_table, seq_lens, out, q_scale=q_scale,
                                                 kv_scale=kv_scale, rcp_out_scale=rcp, sliding_window=sliding_window,
                                                 sinks=sinks, spec_mask=spec_mask, kv_layout=kv_layout,
-                                                num_splits=num_splits)
-        v_offset = ptrs[3] - ptrs[2]
-        _CHECKED.remember(key, (mid, device, v_offset))
+                                                num_splits=num_splits, lse=lse)
+        checked = (mid, device, ptrs[3] - ptrs[2], scales[4:])
+        _CHECKED.remember(key, checked)
         launch(ptrs, mid, scales, device, workspace, handle)
-        return mid, device, v_offset
-    mid, device, v_offset = hit
+        return checked
+    mid, device, v_offset, lse_strides = hit
     k_ptr = k_cache.data_ptr()
     q_s, q_sp = (q_scale, 0) if type(q_scale) is float else _scale(q_scale)
     kv_s, kv_sp = (kv_scale, 0) if type(kv_scale) is float else _scale(kv_scale)
@@ -292,14 +308,16 @@ def _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out
     ptrs = (q.data_ptr(), out.data_ptr(), k_ptr, k_ptr + v_offset if v_cache is None else v_cache.data_ptr(),
             block_table.data_ptr(), seq_lens.data_ptr(), 0 if sinks is None else sinks.data_ptr(),
             0 if spec_mask is None else spec_mask.data_ptr(), q_sp, kv_sp, rcp_sp)
-    if workspace is None and device >= 0 and _LAUNCHER.launch_default(ptrs, mid, (q_s, kv_s, rcp_s, *NO_LSE), device,
-                                                                      handle, current_stream(device)):
+    scales = (q_s, kv_s, rcp_s, 0 if lse is None else lse.data_ptr(), *lse_strides)
+    if workspace is None and device >= 0 and _LAUNCHER.launch_default(ptrs, mid, scales, device, handle,
+                                                                      current_stream(device)):
         return hit
-    launch(ptrs, mid, (q_s, kv_s, rcp_s, *NO_LSE), device, workspace, handle)
+    launch(ptrs, mid, scales, device, workspace, handle)
     return hit
 
 
-_CHECKED = CheckedCalls()  # metadata of a call's arguments -> (shapes and strides, device, v - k offset)
+# Metadata of a call's arguments -> (shapes and strides, device, v - k offset, lse strides).
+_CHECKED = CheckedCalls()
 
 
 def _scale_meta(s):

@@ -56,7 +56,10 @@ def _sm_scale(value) -> float:
 # topk, indices, topk_length, lse, attn_sink, then the index and lse strides.
 TAIL_FIELDS = ("topk", "indices", "topk_length", "lse", "attn_sink", "indices_stride_batch",
                "indices_stride_token", "lse_stride_batch", "lse_stride_token", "lse_stride_head")
-_DENSE_TAIL = (0,) * len(TAIL_FIELDS)
+# The tail's pointers: the optional tensors of an extended call (mla_extras.py), in the order
+# launch_eager takes them after mla_decode()'s 13 arguments.
+EXTRAS = TAIL_FIELDS[1:5]
+_NO_EXTRAS, _NO_POINTERS = (None,) * len(EXTRAS), (0,) * len(EXTRAS)
 
 
 def _kv_code(kv_cache: torch.Tensor, input_code: int) -> int:
@@ -231,8 +234,8 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: Optional[to
     log of the sum of exp of the scaled logits; +inf for a row that saw no key),
     as `(out, lse)`; `lse` may be given (any strides, e.g. a transposed view of
     FlashMLA's [batch, H, q_len]). attn_sink: float32 [H]; out is scaled by
-    exp(lse) / (exp(lse) + exp(sink)). These run ops/mla_extras.py: every argument
-    checked on every call (no C fast path), a custom op of their own under torch.compile.
+    exp(lse) / (exp(lse) + exp(sink)). These run ops/mla_extras.py, a custom op of
+    their own under torch.compile; eager, the same C fast path as the dense calls.
     """
     if out is None:
         out = _new_out(q)
@@ -246,71 +249,100 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: Optional[to
                                     handle)
         return out
     if _fast_call is not None:
-        # The C fast path (ops/_fast.py): arguments whose metadata was checked before.
+        # launch_eager's C fast path, inlined: one Python frame less on the hot path.
         status = _fast_call(OP_MLA, q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask,
                             workspace, backend, num_splits, handle)
         if not status:
             return out
         if status > 0 and status != _library.NEED_WORKSPACE:
             _library.raise_last_error(status)
-    mid, device = _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
-                       backend, num_splits, handle)
-    if _fast_call is not None:
-        _register_fast((q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
-                        backend, num_splits, handle), mid, device)
+    _run_and_register((q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
+                       backend, num_splits, handle))
     return out
 
 
-def _register_fast(args, mid, device) -> None:
-    """Registers a checked mla_decode() call with the C fast path (args in the order mla_decode() passes them)."""
+def launch_eager(args) -> None:
+    """An eager call; args as the C fast path keys them: mla_decode()'s 13 (q, kv_cache, block_table,
+    seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace, backend, num_splits, engine
+    handle), then the EXTRAS (indices, topk_length, lse, attn_sink) for mla_extras.py's calls.
+    Metadata checked before takes the C fast path; anything else is checked (_run_and_register)."""
+    if _fast_call is not None:
+        status = _fast_call(OP_MLA, *args)
+        if not status:
+            return
+        if status > 0 and status != _library.NEED_WORKSPACE:
+            _library.raise_last_error(status)
+    _run_and_register(args)
+
+
+def _run_and_register(args) -> None:
+    """The Python path of an eager call (args as launch_eager takes them): the checks, cached by
+    metadata, and the launch; then the checked call is registered with the C fast path."""
+    checked = _run(*args[:13], args[13:] or None)
+    if _fast_call is not None:
+        _register_fast(args, *checked)
+
+
+def _register_fast(args, mid, device, tail) -> None:
+    """Registers a checked call with the C fast path (args as launch_eager takes them; tail: the
+    struct's TAIL_FIELDS with zero pointers). An optional tensor that is absent is not patched:
+    its pointer stays NULL, and its None is part of the key."""
     off = MLA_DECODE_ARGS.offset
     patches = [(_fast.STREAM, 0, off("stream"), 0), (_fast.PTR, 0, off("q"), 0), (_fast.PTR, 4, off("out"), 0),
-               (_fast.PTR, 1, off("kv_cache"), 0), (_fast.PTR, 2, off("block_table"), 0),
-               (_fast.PTR, 3, off("seq_lens"), 0), (_fast.F32, 5, off("sm_scale"), 0)]
-    if args[8] is not None:
-        patches.append((_fast.PTR, 8, off("spec_mask"), 0))
+               (_fast.PTR, 1, off("kv_cache"), 0), (_fast.F32, 5, off("sm_scale"), 0)]
+    optional = ((2, "block_table"), (3, "seq_lens"), (8, "spec_mask"), *zip(range(13, len(args)), EXTRAS))
+    patches += [(_fast.PTR, arg, off(field), 0) for arg, field in optional if args[arg] is not None]
     _fast.scale_patch(patches, 6, args[6], off("q_scale"), off("q_scale_ptr"))
     _fast.scale_patch(patches, 7, args[7], off("kv_scale"), off("kv_scale_ptr"))
     _fast.workspace_patch(patches, 9, args[9], off("workspace"))
     buf = bytearray(_SIZE)
-    _PACK(buf, 0, _SIZE, args[12], 0, *(0,) * 8, 0, 0, 0, *mid, 0.0, 1.0, 1.0, *_DENSE_TAIL)
+    _PACK(buf, 0, _SIZE, args[12], 0, *(0,) * 8, 0, 0, 0, *mid, 0.0, 1.0, 1.0, *tail)
     _fast.register(_fast.OP_MLA, bytes(buf), patches, device, args)
 
 
-_CHECKED = CheckedCalls()  # metadata of a call's arguments -> (shapes and strides, device)
+# Metadata of a call's arguments -> (shapes and strides, device, TAIL_FIELDS with zero pointers).
+_CHECKED = CheckedCalls()
 
 
 def _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace, backend,
-         num_splits, handle):
-    """The eager launch behind mla_decode() and the custom op: checks cached by
-    the arguments' metadata, as gqa._run does."""
+         num_splits, handle, extras=None):
+    """The eager launch behind mla_decode() and the custom ops: checks cached by the
+    arguments' metadata, as gqa._run does. extras: the EXTRAS of mla_extras.py's calls
+    (None for a dense call). Returns what was checked: (shapes and strides, device,
+    TAIL_FIELDS with zero pointers)."""
     try:
         key = (q.shape, q.stride(), q.dtype, q.get_device(), kv_cache.shape, kv_cache.stride(), kv_cache.dtype,
-               kv_cache.get_device(), block_table.shape, block_table.stride(), block_table.dtype,
-               block_table.get_device(), seq_lens.shape, seq_lens.stride(), seq_lens.dtype, seq_lens.get_device(),
+               kv_cache.get_device(), _meta(block_table), _meta(seq_lens),
                out.shape, out.stride(), out.dtype, out.get_device(),
                type(q_scale) if type(q_scale) is float else _meta(q_scale) if isinstance(q_scale, torch.Tensor)
                else type(q_scale),
                type(kv_scale) if type(kv_scale) is float else _meta(kv_scale) if isinstance(kv_scale, torch.Tensor)
                else type(kv_scale),
                type(sm_scale), sm_scale > 0 if type(sm_scale) is float else None,
-               None if spec_mask is None else _meta(spec_mask), backend, num_splits)
+               None if spec_mask is None else _meta(spec_mask), backend, num_splits,
+               None if extras is None else tuple(map(_meta, extras)))
         hit = _CHECKED.get(key)
     except (AttributeError, TypeError):  # not tensors, or unhashable: mla_decode_args says which argument
         key = hit = None
     if hit is None:
+        indices, topk_length, lse, attn_sink = extras or _NO_EXTRAS
         ptrs, mid, scales, device = mla_decode_args(q, kv_cache, block_table, seq_lens, out, sm_scale=sm_scale,
                                                     q_scale=q_scale, kv_scale=kv_scale, spec_mask=spec_mask,
-                                                    backend=backend, num_splits=num_splits)
-        _CHECKED.remember(key, (mid, device))
+                                                    backend=backend, num_splits=num_splits, indices=indices,
+                                                    topk_length=topk_length, lse=lse, attn_sink=attn_sink)
+        checked = (mid, device, (scales[3], *_NO_POINTERS, *scales[8:]))
+        _CHECKED.remember(key, checked)
         launch(ptrs, mid, scales, device, workspace, handle)
-        return mid, device
-    mid, device = hit
+        return checked
+    mid, device, tail = hit
     q_s, q_sp = _scale(q_scale)
     kv_s, kv_sp = _scale(kv_scale)
-    ptrs = (q.data_ptr(), out.data_ptr(), kv_cache.data_ptr(), block_table.data_ptr(), seq_lens.data_ptr(),
-            0 if spec_mask is None else spec_mask.data_ptr(), q_sp, kv_sp)
-    scales = (float(sm_scale), q_s, kv_s, *_DENSE_TAIL)
+    ptrs = (q.data_ptr(), out.data_ptr(), kv_cache.data_ptr(), 0 if block_table is None else block_table.data_ptr(),
+            0 if seq_lens is None else seq_lens.data_ptr(), 0 if spec_mask is None else spec_mask.data_ptr(), q_sp,
+            kv_sp)
+    if extras is not None:
+        tail = (tail[0], *[0 if t is None else t.data_ptr() for t in extras], *tail[5:])
+    scales = (float(sm_scale), q_s, kv_s, *tail)
     if workspace is None and device >= 0 and _LAUNCHER.launch_default(ptrs, mid, scales, device, handle,
                                                                       current_stream(device)):
         return hit

@@ -1,7 +1,9 @@
 """Sparse MLA (DSA) and mla_decode's optional outputs (lse, attention sinks): the
-eager launch, every argument checked on every call, and the torch custom op
-torch.ops.xqajit.mla_decode_extras that torch.compile traces and CUDA graphs capture
-(mla_decode's dense calls keep their own op and the C fast path: ops/mla.py)."""
+eager launch, and the torch custom op torch.ops.xqajit.mla_decode_extras that
+torch.compile traces and CUDA graphs capture (mla_decode's dense calls keep their own
+op: ops/mla.py). Eager, these calls take mla.py's paths with the four tensors as
+more arguments (mla.EXTRAS): the C fast path for metadata checked before, else the
+checks (cached by metadata, which of the four are given included) and the launch."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import torch
 from .._tensors import new_lse, require_tensor
 from ._launch import no_ptr as _no_ptr
 from ._register import register
-from .mla import _OP, _op_scales, _sm_scale, launch, mla_decode_args
+from .mla import _OP, _op_scales, _run, _sm_scale, launch_eager, mla_decode_args
 
 _is_compiling = torch.compiler.is_compiling  # dynamo folds it to True while tracing
 
@@ -27,25 +29,16 @@ def run_extended(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_
                                            _sm_scale(sm_scale), *_op_scales(q_scale, kv_scale), backend,
                                            int(num_splits), handle, indices, topk_length, lse, attn_sink)
     else:
-        _launch_checked(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
-                        backend, num_splits, handle, indices, topk_length, lse, attn_sink)
+        launch_eager((q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
+                      backend, num_splits, handle, indices, topk_length, lse, attn_sink))
     return out if lse is None else (out, lse)
-
-
-def _launch_checked(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
-                    backend, num_splits, handle, indices, topk_length, lse, attn_sink) -> None:
-    ptrs, mid, scales, device = mla_decode_args(q, kv_cache, block_table, seq_lens, out, sm_scale=sm_scale,
-                                                q_scale=q_scale, kv_scale=kv_scale, spec_mask=spec_mask,
-                                                backend=backend, num_splits=num_splits, indices=indices,
-                                                topk_length=topk_length, lse=lse, attn_sink=attn_sink)
-    launch(ptrs, mid, scales, device, workspace, handle)
 
 
 def _op(out, q, kv_cache, block_table, seq_lens, workspace, spec_mask, sm_scale, q_scale_t, q_scale, kv_scale_t,
         kv_scale, backend, num_splits, engine, indices, topk_length, lse, attn_sink) -> None:
-    _launch_checked(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale if q_scale_t is None else q_scale_t,
-                    kv_scale if kv_scale_t is None else kv_scale_t, spec_mask, workspace, backend, num_splits,
-                    engine, indices, topk_length, lse, attn_sink)
+    _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale if q_scale_t is None else q_scale_t,
+         kv_scale if kv_scale_t is None else kv_scale_t, spec_mask, workspace, backend, num_splits, engine,
+         (indices, topk_length, lse, attn_sink))
 
 
 def _fake(out, q, kv_cache, block_table, seq_lens, workspace, spec_mask, sm_scale, q_scale_t, q_scale, kv_scale_t,
