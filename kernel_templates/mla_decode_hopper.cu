@@ -16,33 +16,40 @@
 // 2 stages, tile i+1 in flight while tile i is computed. A bf16 cache's tiles
 // come by TMA (m6: thread 0 issues a page's nine boxes, an mbarrier a stage); an
 // fp8 cache's by cp.async from every thread, converted to bf16 in shared memory
-// and made visible to wgmma by a proxy fence + barrier.
+// and made visible to wgmma by a proxy fence + barrier. Sparse specs that
+// xqajit_mla_hopper_producer names get a third warpgroup that gathers and converts
+// the rows into two bf16 buffers (mla/hopper_producer.cuh, m20), shared by the
+// two CTAs of an H=128 token's cluster (crossover, m21).
 //
 // Geometry: mla/hopper_geometry.h; pieces: mla/hopper_loads.cuh (producer),
 // mla/hopper_epilogue.cuh (stores, split merge); PTX: common/wgmma.cuh, common/tma.cuh.
 
+#include "common/cluster.cuh"
 #include "common/mma.cuh"
 #include "common/paged_kv.cuh"
 #include "common/pdl.cuh"
+#include "common/registers.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
 #include "mla/hopper_config.cuh"
 #include "mla/hopper_epilogue.cuh"
 #include "mla/hopper_loads.cuh"
 #include "mla/hopper_math.cuh"
+#include "mla/hopper_producer.cuh"
 #include "mla/hopper_seesaw.cuh"
 #include "mla/shared_rows.cuh"
 
 using namespace xqajit;
 using namespace xqajit::mla_hopper;
 
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
+extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     xqajit_mla_decode(const XqajitMlaArgs args, const __grid_constant__ XqajitTensorMap kv_map) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ int s_is_last;
-  // bf16 (TMA): [buffer][column block] landed, a phase per use of the buffer.
-  __shared__ __align__(8) unsigned long long s_full[kTma ? 2 * kColBlocks : 1];
-  // Sparse: [tile parity][key] 1 where the key's gathered row landed (TileLoader).
+  // bf16 (TMA): [buffer][column block] landed, a phase per use of the buffer. Producer:
+  // full[2] (the buffer is filled), then empty[2] (its readers are done with it).
+  __shared__ __align__(8) unsigned long long s_full[kTma ? 2 * kColBlocks : kProducer ? 4 : 1];
+  // Sparse: [tile parity][key] 1 where the key's gathered row landed (TileLoader, TileProducer).
   __shared__ unsigned char s_key_ok[MLA_SPARSE ? 2 * kTile : 1];
   // 128-byte swizzle atoms must sit on 1024-byte boundaries (descriptor base offset 0).
   unsigned char* const smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -57,6 +64,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int i = 0; i < 2 * kColBlocks; ++i) mbarrier_init(full_addr + 8 * i, 1);
     fence_mbarrier_init();
+  }
+  if constexpr (kProducer) {
+    if (tid == 0) {
+      for (int i = 0; i < 2; ++i) mbarrier_init(full_addr + 8 * i, kProducerThreads);
+      for (int i = 2; i < 4; ++i) mbarrier_init(full_addr + 8 * i, kEmptyArrivals);
+      fence_mbarrier_init();
+    }
+    // The barriers are initialised before any arrival, the peer's (crossover: its
+    // producer writes our buffers, its math warps arrive on our empty barriers) too.
+    if constexpr (kRowCluster > 1) cluster_sync();
+    else __syncthreads();
   }
 
   // Nothing above reads global memory: an upstream kernel may still be writing.
@@ -81,6 +99,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   const int* const table_row = args.block_table + (long long)b * args.block_table_stride;
   const u32 raw_addr = smem_addr(smem + kRawOff);
   const TmaTileLoader tma{&kv_map, table_row, split_begin, split_end, kTma ? l2_evict_first_policy() : 0ull};
+  if constexpr (kProducer) {
+    if (tid >= kThreads) {  // the producer warpgroup
+      warpgroup_release_registers<kProducerRegs>();
+      const TileProducer producer{static_cast<const unsigned char*>(args.kv_cache),
+                                  args.kv_stride_page,
+                                  args.kv_stride_token,
+                                  split_begin,
+                                  split_end,
+                                  list,
+                                  s_key_ok};
+      produce_split(producer, num_tiles, smem + kRawOff, full_addr, tid - kThreads);
+      // Leaving is safe: bar.sync counts exited threads as arrived, and every remote write
+      // or arrival this CTA's producer makes is waited for by the peer before it leaves.
+      return;
+    }
+    warpgroup_claim_registers<kMathRegs>();
+  }
   const TileLoader loader{static_cast<const unsigned char*>(args.kv_cache),
                           table_row,
                           args.kv_stride_page,
@@ -109,14 +144,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         if (num_tiles > 1) tma.pages(1, next_pages);
       }
     }
-  } else {
+  } else if constexpr (!kProducer) {
     if (num_tiles > 0) loader.issue(0, raw_addr, tid);
     cp_async_commit();
   }
   stage_q(args, smem + kQOff, b, rb, tid);
-  if constexpr (kTma) {
+  if constexpr (kTma || kProducer) {
     fence_proxy_async();  // Q's st.shared -> visible to wgmma; the barrier publishes the mbarrier init too
-    __syncthreads();
+    math_sync();
   }
 
   RowState st;
@@ -154,7 +189,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   } else {
     const Exchange xchg(smem);
     for (int it = 0; it < num_tiles; ++it) {
-      u32 tile_addr = raw_addr + (it & 1) * kStageBytes;
+      u32 tile_addr = raw_addr + (it & 1) * kBufBytes;
       if constexpr (kTma) {
         // Stage (it + 1) & 1 was freed by the barrier that ended tile it - 1; stage s
         // completes on barrier s (the seesaw's first two, otherwise unused here).
@@ -170,6 +205,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
           fence_proxy_async();
           __syncthreads();
         }
+      } else if constexpr (kProducer) {
+        mbarrier_wait_parity(full_addr + (it & 1) * 8, (it >> 1) & 1);  // the producers filled the buffer
       } else {
         if constexpr (kStages == 2) {
           if (it + 1 < num_tiles) loader.issue(it + 1, raw_addr + ((it + 1) & 1) * kStageBytes, tid);
@@ -192,9 +229,22 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       qk_wgmma(s, q_addr, tile_addr, wg);
       pv_wgmma(st, s, tile_addr, wg, rt, xchg, split_begin + it * kTile, split_end, draft_begin, logit_scale_log2,
                lane, s_key_ok + (it & 1) * kTile);
-      __syncthreads();  // every warpgroup is done with this stage, the bf16 tile and the exchange
+      if constexpr (kProducer) {
+        // This warp's wgmmas are done with the buffer; its producers (ours, the peer's) wait
+        // for that before tile it + 2 (nobody waits past the last: no remote arrival then
+        // reaches a CTA that may have left). The exchange needs no barrier here: each
+        // warpgroup's next write to it follows a math_sync the other reaches after reading.
+        if (lane == 0 && it + 2 < num_tiles) {
+          const u32 empty = full_addr + 16 + (it & 1) * 8;
+          mbarrier_arrive(empty);
+          if constexpr (kRowCluster > 1) mbarrier_arrive_remote(peer_smem_addr(empty, cluster_cta_rank() ^ 1u));
+        }
+      } else {
+        __syncthreads();  // every warpgroup is done with this stage, the bf16 tile and the exchange
+      }
     }
-    if constexpr (!kTma) cp_async_wait<0>();
+    if constexpr (!kTma && !kProducer) cp_async_wait<0>();
+    if constexpr (kProducer) math_sync();  // the other warpgroup has read this one's last P
     add_other_sums(st, reinterpret_cast<float*>(xchg.p), wg, tid & 127);  // the P buffer is free after the last tile
   }
 

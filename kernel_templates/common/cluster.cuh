@@ -64,4 +64,24 @@ __device__ __forceinline__ void ld_peer_f32x2(u32 addr, float& x, float& y) {
 #endif
 }
 
+// An arrival on the barrier at `remote` (a shared::cluster address, peer_smem_addr),
+// releasing this thread's earlier reads and writes at cluster scope.
+__device__ __forceinline__ void mbarrier_arrive_remote(u32 remote) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+#endif
+}
+
+// 16 bytes -> a peer's shared memory at `remote`, completing 16 bytes of the current
+// phase of the peer's barrier at `remote_bar` (both shared::cluster addresses of the
+// same CTA). Asynchronous: the peer sees the bytes once it has waited for that phase.
+__device__ __forceinline__ void st_async_16(u32 remote, const U32x4& v, u32 remote_bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                   remote),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_bar)
+               : "memory");
+#endif
+}
+
 }  // namespace xqajit

@@ -36,6 +36,19 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(u32 bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
 
+// This thread's arrival (release: its earlier writes are visible to whoever waits for
+// the phase).
+__device__ __forceinline__ void mbarrier_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// `bytes` more that copies from elsewhere will deliver to this phase, without an
+// arrival (the bytes may land before it: the barrier's count of pending bytes goes
+// negative until then, and the phase cannot complete before this thread arrives).
+__device__ __forceinline__ void mbarrier_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
 // Blocks until the barrier's phase `parity` (0 or 1) has completed.
 __device__ __forceinline__ void mbarrier_wait_parity(u32 bar, u32 parity) {
   asm volatile(

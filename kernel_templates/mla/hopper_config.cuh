@@ -17,11 +17,25 @@ constexpr XqajitMlaGeometry kGeo =
     xqajit_mla_hopper_geometry(kHeads, kQLen, kTile, kRawRowBytes, kFp8Q ? 1 : 2, 90, MLA_SPARSE);
 constexpr int kRows = kGeo.rows;
 constexpr int kR = kGeo.rows_per_cta;  // 64: one wgmma M tile
-constexpr int kThreads = kGeo.threads;
+constexpr int kThreads = kXqajitMlaHopperThreads;  // the two math warpgroups
+constexpr int kBlockThreads = kGeo.threads;        // and the producer's, where there is one
 constexpr int kStages = kGeo.stages;
 constexpr int kWgDims = kV / 2;        // output dims of one warpgroup (the wgmma N of P V)
-// bf16 tiles of a block table's pages by TMA; gathered rows (sparse) and fp8 rows by cp.async.
+// bf16 tiles of a block table's pages by TMA; gathered rows (sparse) by a producer
+// warpgroup where xqajit_mla_hopper_producer says so (mla/hopper_producer.cuh), else, and
+// dense fp8 rows, by cp.async from the math threads (mla/hopper_loads.cuh).
 constexpr bool kTma = xqajit_mla_hopper_tma(kCacheBytes, MLA_SPARSE);
+constexpr bool kProducer = kBlockThreads > kThreads;
+// H=128 sparse: the token's two row blocks are one cluster and split each tile's gather.
+constexpr int kRowCluster = xqajit_mla_hopper_row_cluster(kHeads, MLA_SPARSE);
+// Registers a thread under setmaxnreg: the producer gives back what the math warpgroups
+// need for O (128 fp32 a thread), S, P and the operand descriptors. setmaxnreg moves
+// registers within the CTA's launch allocation (64K / threads a thread, in 8s); counts
+// that sum past it block forever (session 24, m20).
+constexpr int kLaunchRegs = (65536 / kBlockThreads) & ~7;  // 168 at 384 threads
+constexpr int kMathRegs = 176, kProducerRegs = 152;
+static_assert(!kProducer || 2 * 128 * kMathRegs + 128 * kProducerRegs <= kBlockThreads * kLaunchRegs,
+              "the warpgroups' registers fit the CTA's launch allocation");
 
 // Bytes of one 128-byte-swizzled bf16 operand block of `rows` rows x 576.
 constexpr int kColBlock = kXqajitMlaHopperBoxCols;  // bf16 elements of one 128-byte swizzle row
@@ -32,8 +46,10 @@ constexpr int kTile16Bytes = kTile * kQk * 2;
 // Shared-memory map (bytes from the 1024-aligned base).
 constexpr int kQOff = 0;
 constexpr int kRawOff = kQOff + kQBytes;
-constexpr int kTile16Off = kRawOff + kStages * kStageBytes;  // fp8 cache only
-constexpr int kXchgOff = kTile16Off + (kFp8Cache ? kTile16Bytes : 0);  // fp8: the warpgroups' exchange
+// One pipeline stage: a raw tile as it lands, or (producer) a bf16 tile buffer.
+constexpr int kBufBytes = kProducer ? kTile16Bytes : kStageBytes;
+constexpr int kTile16Off = kRawOff + kStages * kBufBytes;  // fp8 cache, cp.async path only
+constexpr int kXchgOff = kTile16Off + (kFp8Cache && !kProducer ? kTile16Bytes : 0);  // the warpgroups' exchange
 constexpr int kP0Off = kTile16Off;                                      // bf16: the seesaw's P0 and row stats
 constexpr int kStatsOff = kP0Off + kR * kTile * 2;
 constexpr int kSmemEnd =
@@ -56,7 +72,8 @@ static_assert(kPageSize == 16 || kPageSize == 32 || kPageSize == 64 || kPageSize
               "TOKENS_PER_PAGE: 16, 32, 64 or 128");
 static_assert(kStages == 2 || (kStages == 1 && !kTma), "this spec does not fit the hopper backend (sm_90, kv_tile 64)");
 static_assert(kSmemEnd + 1024 == kGeo.smem_bytes, "the shared-memory map disagrees with mla/hopper_geometry.h");
-static_assert(kThreads == 256 && kR == 64, "two warpgroups on one 64-row tile");
+static_assert(kThreads == 256 && kR == 64, "two math warpgroups on one 64-row tile");
+static_assert(kRowCluster == 1 || (kProducer && kR * kRowCluster == kHeads), "a row cluster is one token's heads");
 static_assert(kTile == 64, "each warpgroup's S is 32 keys: half of a 64-key tile");
 static_assert(CACHE_ELEM_ENUM == 0 || CACHE_ELEM_ENUM == 2, "CACHE_ELEM_ENUM: 0 (bf16) or 2 (fp8)");
 static_assert(!kFp8Q || kFp8Cache, "an fp8 Q needs an fp8 cache");

@@ -12,6 +12,8 @@
 // KV tiles of 64 keys (four k16 steps of P V); 2 stages (1 for fp8ds rows).
 // Shared memory (1024-aligned base, +1024 slack for the alignment):
 //   [Q: 64 x 576 bf16][stages x raw tile][bf16 tile, fp8 caches only][exchange or seesaw state]
+// or, warp-specialized (a producer warpgroup, below):
+//   [Q: 64 x 576 bf16][2 x bf16 tile][exchange]
 // every bf16 block stored as 128-byte-swizzled [9 column blocks][rows][128 B]; the
 // exchange holds each warpgroup's row maxima (2 x 64 floats) and P halves (2 x 64 x 32 bf16).
 
@@ -25,6 +27,20 @@ constexpr int kXqajitMlaHopperRows = 64;
 // is converted to bf16 in shared memory.
 constexpr int kXqajitMlaHopperBoxCols = 64;  // one 128-byte swizzle row of bf16
 constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache_bytes == 2 && !sparse; }
+
+// Sparse rows of an fp8 cache, and sparse specs whose token has two 64-head blocks (H=128),
+// run warp-specialized (m20, m21: mla/hopper_producer.cuh): a third warpgroup gathers and
+// converts rows into two bf16 tile buffers while the two math warpgroups run the per-tile
+// schedule on the other. The two row blocks of an H=128 token are launched as one cluster
+// (grid.y) and share the gather ("crossover", as FlashMLA's sparse decode does): each CTA's
+// producer fills half of every tile's keys into both CTAs' buffers (DSMEM).
+constexpr int kXqajitMlaHopperProducerThreads = 128;
+constexpr bool xqajit_mla_hopper_producer(int row_bytes, int sparse, int heads) {
+  return sparse && (row_bytes != XQAJIT_MLA_QK_DIM * 2 || heads >= 2 * kXqajitMlaHopperRows);
+}
+constexpr int xqajit_mla_hopper_row_cluster(int heads, int sparse) {
+  return sparse && heads >= 2 * kXqajitMlaHopperRows ? 2 : 1;
+}
 
 // Bytes the two warpgroups exchange per tile: row maxima, then P halves.
 constexpr int xqajit_mla_hopper_exchange_bytes(int kv_tile) {
@@ -40,8 +56,11 @@ constexpr int xqajit_mla_hopper_seesaw_bytes(int kv_tile) {
 
 // `row_bytes`: one cached row as it lands (xqajit_mla_row_bytes): 1152 (bf16), 576
 // (fp8) or 656 (fp8 with scales); any but bf16 is converted into a bf16 tile.
-constexpr int xqajit_mla_hopper_smem(int kv_tile, int row_bytes, int sparse, int stages) {
+constexpr int xqajit_mla_hopper_smem(int kv_tile, int row_bytes, int sparse, int stages, int producer) {
   const bool bf16_rows = row_bytes == XQAJIT_MLA_QK_DIM * 2;
+  if (producer)
+    return 1024 + kXqajitMlaHopperRows * XQAJIT_MLA_QK_DIM * 2 + 2 * kv_tile * XQAJIT_MLA_QK_DIM * 2 +
+           xqajit_mla_hopper_exchange_bytes(kv_tile);
   return 1024 + kXqajitMlaHopperRows * XQAJIT_MLA_QK_DIM * 2 + stages * kv_tile * row_bytes +
          (bf16_rows ? 0 : kv_tile * XQAJIT_MLA_QK_DIM * 2) +
          (xqajit_mla_hopper_tma(bf16_rows ? 2 : 1, sparse) ? xqajit_mla_hopper_seesaw_bytes(kv_tile)
@@ -55,22 +74,25 @@ constexpr bool xqajit_mla_hopper_sparse_fits(int heads, int q_len) {
 }
 
 // g.stages: raw tile stages, 2 (tile i + 1 in flight under tile i), or 1 where two do not
-// fit beside Q and the bf16 tile (the fp8ds cache's 656-byte rows: the next tile's copies
-// then start once this tile is converted, still under its math); 0 where the spec does
-// not fit the backend (sparse: xqajit_mla_hopper_sparse_fits).
+// fit beside Q and the bf16 tile (the dense fp8ds cache's 656-byte rows: the next tile's
+// copies then start once this tile is converted, still under its math); 0 where the spec
+// does not fit the backend (sparse: xqajit_mla_hopper_sparse_fits). Warp-specialized specs
+// (g.threads 384) have two bf16 tile buffers, no raw stage.
 constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int kv_tile, int row_bytes,
                                                        int q_bytes, int arch, int sparse) {
   (void)q_bytes;  // Q is staged as bf16 whatever its dtype
+  const int producer = xqajit_mla_hopper_producer(row_bytes, sparse, heads) ? 1 : 0;
   XqajitMlaGeometry g{};
   g.rows = heads * q_len;
-  g.threads = kXqajitMlaHopperThreads;
+  g.threads = kXqajitMlaHopperThreads + (producer ? kXqajitMlaHopperProducerThreads : 0);
   g.rows_per_cta = kXqajitMlaHopperRows;
   g.row_blocks = (g.rows + kXqajitMlaHopperRows - 1) / kXqajitMlaHopperRows;
   // Only kv_tile 64 is built (S is m64n64); sm_90 only (wgmma).
   const bool builds = kv_tile == 64 && arch == 90 && (!sparse || xqajit_mla_hopper_sparse_fits(heads, q_len));
   const int budget = xqajit_mla_smem_budget(arch);
-  const int stages = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, 2) <= budget ? 2 : 1;
-  g.smem_bytes = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages);
+  // The producer's two buffers are bf16 tiles: the tile i + 1 in flight under tile i.
+  const int stages = producer || xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, 2, 0) <= budget ? 2 : 1;
+  g.smem_bytes = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages, producer);
   g.stages = builds && g.smem_bytes <= budget ? stages : 0;
   g.merge_bytes = g.smem_bytes - 1024;
   return g;

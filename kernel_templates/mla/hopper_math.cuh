@@ -15,6 +15,7 @@
 // of B) / 128 B a cycle (docs/KERNEL_NOTES.md, session 14 runs 4-5), so two halves
 // cost 2 x 24 cycles per k16 step where two wholes cost 2 x 32.
 
+#include "common/named_barrier.cuh"
 #include "common/online_softmax.cuh"
 #include "common/wgmma.cuh"
 #include "mla/hopper_config.cuh"
@@ -29,6 +30,14 @@ constexpr int kHalfKeys = kTile / 2;    // the keys of S one warpgroup computes 
 
 // Per-thread state: rows quad_row and quad_row + 8 of this warp's 16 rows.
 using RowState = mla::RowStateOf<kAccTiles>;
+
+// A barrier of the two math warpgroups: the CTA's, or (with a producer warpgroup, which
+// never waits at it) a named one.
+constexpr int kMathBarrier = 1;
+__device__ __forceinline__ void math_sync() {
+  if constexpr (kProducer) named_barrier_sync(kMathBarrier, kThreads);
+  else __syncthreads();
+}
 
 // The warpgroups' exchange (shared memory at kXchgOff): row maxima, then P halves as
 // packed bf16 pairs, [warpgroup][thread of the warpgroup][8].
@@ -48,7 +57,7 @@ struct RowMaxExchange {
   int wg, row, quad_col;
   __device__ void operator()(float (&tile_max)[2]) const {
     if (quad_col == 0) max[wg * kR + row] = tile_max[0], max[wg * kR + row + 8] = tile_max[1];
-    __syncthreads();
+    math_sync();
     tile_max[0] = fmaxf(tile_max[0], max[(1 - wg) * kR + row]);
     tile_max[1] = fmaxf(tile_max[1], max[(1 - wg) * kR + row + 8]);
   }
@@ -127,7 +136,7 @@ __device__ __forceinline__ void pv_wgmma(RowState& st, float (&s)[kHalfKeys / 8]
     mine[j][3] = pack_f32x2<false>(s[2 * j + 1][2], s[2 * j + 1][3]);
     reinterpret_cast<uint4*>(xchg.p + (wg * 128 + tid_wg) * 8)[j] = make_uint4(mine[j][0], mine[j][1], mine[j][2], mine[j][3]);
   }
-  __syncthreads();
+  math_sync();
 #pragma unroll
   for (int j = 0; j < kHalfKeys / 16; ++j) {
     const uint4 v = reinterpret_cast<const uint4*>(xchg.p + ((1 - wg) * 128 + tid_wg) * 8)[j];
@@ -162,7 +171,7 @@ __device__ __forceinline__ void pv_wgmma(RowState& st, float (&s)[kHalfKeys / 8]
 __device__ __forceinline__ void add_other_sums(RowState& st, float* sums, int wg, int tid_wg) {
   sums[(wg * 128 + tid_wg) * 2] = st.row_sum[0];
   sums[(wg * 128 + tid_wg) * 2 + 1] = st.row_sum[1];
-  __syncthreads();
+  math_sync();
   st.row_sum[0] += sums[((1 - wg) * 128 + tid_wg) * 2];
   st.row_sum[1] += sums[((1 - wg) * 128 + tid_wg) * 2 + 1];
 }

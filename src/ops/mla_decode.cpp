@@ -214,7 +214,9 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   // round trip and the merge launch (100 -> 82 us). Clusters of 4 and 8 were slower than the
   // workspace merge (H=64 B=32 L=4096, 4 splits: 70 -> 91 us; B=4 L=8192, 8: 50 -> 57): a
   // cluster of one-CTA-per-SM blocks waits for that many free SMs of one GPC (session 22 run 7).
-  if (plan.spec.backend == Backend::hopper && split.num_splits == kXqajitMlaClusterSplits)
+  if (plan.spec.backend == Backend::hopper)
+    plan.row_cluster = xqajit_mla_hopper_row_cluster(plan.spec.group, plan.spec.sparse ? 1 : 0);
+  if (plan.spec.backend == Backend::hopper && split.num_splits == kXqajitMlaClusterSplits && plan.row_cluster == 1)
     plan.split_cluster = kXqajitMlaClusterSplits;
   plan.merge_launch = plan.split_cluster == 1 && split.num_splits > 1 &&
                       split.num_splits * std::min(geo.rows, geo.rows_per_cta) > kLastCtaMergeRows;
@@ -261,6 +263,7 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
 
   LaunchConfig config = ops::launch_config(plan);
   config.programmatic_dependent_launch = p.programmatic_dependent_launch && plan.spec.arch.number() >= 90;
+  if (plan.row_cluster > 1) config.cluster[1] = static_cast<unsigned>(plan.row_cluster);
   if (plan.split_cluster > 1) {  // else the last CTA merges through the workspace
     LaunchConfig split = config;
     split.cluster[0] = static_cast<unsigned>(plan.split_cluster);

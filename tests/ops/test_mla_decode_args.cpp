@@ -294,6 +294,13 @@ TEST_CASE("sparse mla_decode plans: hopper on sm_90a, a CTA's rows one token's h
             CHECK(static_cast<long>(plan.num_splits) * plan.split_tokens >= topk);
             CHECK(plan.split_tokens % plan.spec.kv_tile == 0);
             CHECK(static_cast<int>(plan.smem_bytes) <= device.max_smem_per_block_optin);
+            // Hopper: a producer warpgroup for fp8 rows and for H=128, whose token's two row
+            // blocks are one cluster sharing each tile's gather (m21); no split cluster then.
+            const bool producer = hopper && (kv != DType::bf16 || heads == 128);
+            CHECK(plan.threads == (producer ? 384u : hopper ? 256u : plan.threads));
+            CHECK(plan.row_cluster == (hopper && heads == 128 ? 2 : 1));
+            CHECK(plan.grid[1] % plan.row_cluster == 0);
+            if (plan.row_cluster > 1) CHECK(plan.split_cluster == 1);
           }
   MlaDecodeParams p = sparse_params();
   p.backend = Backend::hopper;
@@ -306,8 +313,22 @@ TEST_CASE("sparse mla_decode plans: hopper on sm_90a, a CTA's rows one token's h
   p.backend = Backend::automatic;
   CHECK(mla_decode_spec(p, h100().best_arch()).backend == Backend::portable);
   CHECK(canonical_name(mla_decode_spec(p, h100().best_arch())).find("_sparse_portable_") != std::string::npos);
-  // Dense specs are unchanged: hopper on sm_90a.
+  // Dense specs are unchanged: hopper on sm_90a, two warpgroups, no row cluster.
   CHECK(mla_decode_spec(valid_params(), h100().best_arch()).backend == Backend::hopper);
+  CHECK(mla_decode_plan(valid_params(), h100()).threads == 256u);
+  CHECK(mla_decode_plan(valid_params(), h100()).row_cluster == 1);
+  // H=128 with two splits: the row cluster wins over the split cluster (a CTA is in one
+  // cluster), so the last CTA or a merge launch merges the splits.
+  p = sparse_params();
+  p.num_heads = 128;
+  p.num_splits = 2;
+  const MlaDecodePlan two = mla_decode_plan(p, h100());
+  CHECK(two.row_cluster == 2);
+  CHECK(two.split_cluster == 1);
+  static_assert(xqajit_mla_hopper_geometry(128, 2, 64, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 90, 1).stages == 2,
+                "sparse fp8ds: the producer's two bf16 buffers");
+  static_assert(xqajit_mla_hopper_geometry(64, 1, 64, XQAJIT_MLA_QK_DIM * 2, 2, 90, 1).threads == 256,
+                "sparse bf16 at one row block a token: the math threads gather (m19)");
 }
 
 TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, plans on both backends",

@@ -69,8 +69,8 @@ cp "$(dirname "$0")/stage_trace_on.cuh" "$dest/tpl_diag_trace/common/stage_trace
 mla_copies=$'    constexpr int kChunks = kRawRowBytes / 16;\n'
 mla_s=$'    WgmmaSS<kHalfKeys, false, 0>::run(d, da, db, 1);\n'
 mla_pv=$'    wgmma_m64n256k16_rs<1>(d, pa[kb], db);\n'
-mla_max_sync=$'    __syncthreads();\n    tile_max[0] = fmaxf'
-mla_p_sync=$'  __syncthreads();\n#pragma unroll\n  for (int j = 0; j < kHalfKeys / 16; ++j) {\n    const uint4 v'
+mla_max_sync=$'    math_sync();\n    tile_max[0] = fmaxf'
+mla_p_sync=$'  math_sync();\n#pragma unroll\n  for (int j = 0; j < kHalfKeys / 16; ++j) {\n    const uint4 v'
 variant_in mla/hopper_loads.cuh mla_diag_noload "${mla_copies}=>${mla_copies}    if (tile >= 0) return;"$'\n'
 variant_in mla/hopper_math.cuh mla_diag_nos "${mla_s}=>    if (kk < 0) ${mla_s# }"
 variant_in mla/hopper_math.cuh mla_diag_nopv "${mla_pv}=>    if (kb < 0) ${mla_pv# }"

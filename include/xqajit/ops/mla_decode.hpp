@@ -116,6 +116,10 @@ struct MlaDecodePlan : LaunchPlan {
   /// workspace round trip. mla_decode() launches without it where the device cannot
   /// hold every cluster at once; the kernel then merges in the last CTA.
   int split_cluster = 1;
+  /// Adjacent row blocks launched as one thread-block cluster (grid.y; hopper sparse
+  /// H=128: the token's two 64-head CTAs share each tile's gather, m21). The kernel
+  /// needs it: mla_decode() always launches so, and split_cluster is then 1.
+  int row_cluster = 1;
 };
 MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& device);
 

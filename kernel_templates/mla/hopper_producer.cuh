@@ -1,0 +1,208 @@
+#pragma once
+// Hopper MLA backend, the producer warpgroup of the warp-specialized per-tile
+// schedule (sparse MLA where xqajit_mla_hopper_producer says so): a third
+// warpgroup gathers each tile's rows from the index list, converts fp8 rows to
+// bf16, and stores them in the swizzled operand layout of one of two tile
+// buffers, while the two math warpgroups compute on the other. Neither the
+// gather's address math nor the dequantisation sits on the math threads (m19 ran
+// both there), as in FlashMLA's sparse decode (its 2025-09-29 write-up).
+//
+// Crossover (kRowCluster 2, H=128: m21): the token's two 64-head row blocks are
+// one cluster and read the same rows, so each CTA's producer gathers and converts
+// half of every tile's keys (32) and writes them into its own buffer and, over
+// distributed shared memory (st.async), into the peer's: each SM fetches and
+// converts half a tile a step. Without it (m20) one tile in flight cost a whole
+// tile's gather latency, which the math could not hide.
+//
+// Per thread: one key row (of the kKeys this CTA fills) and every kParts-th
+// 16-byte chunk of it, so a warp's load covers 8 (or 16) rows x 64 (32) contiguous
+// bytes. Every load of a tile is in flight before the buffer is waited for and
+// before the first conversion. A key past the split or of an invalid slot is
+// zeros, never read, and flagged 0 for the softmax's mask (e4m3 is exact in bf16;
+// an fp8ds value times its group's scale is rounded once, mla/shared_tiles.cuh).
+//
+// Hand-off per buffer b (mbarriers, one phase per use):
+//   full[b]   the 128 producer threads of this CTA arrive after their stores (each
+//             fenced to the async proxy that wgmma reads through); crossover: and
+//             the peer's st.async bytes complete on it (thread 0 expects them).
+//   empty[b]  one arrival per math warp of every CTA whose buffer b this producer
+//             writes (8, or 16 with the peer's): it may write the next tile then.
+
+#include "common/cluster.cuh"
+#include "common/memory.cuh"
+#include "common/mma.cuh"
+#include "common/tma.cuh"
+#include "mla/hopper_config.cuh"
+#include "mla/shared_sparse.cuh"
+#include "mla/shared_tiles.cuh"
+
+namespace xqajit {
+namespace mla_hopper {
+
+constexpr int kProducerThreads = kXqajitMlaHopperProducerThreads;
+constexpr int kFillKeys = kTile / kRowCluster;           // keys of a tile one CTA's producer fills
+constexpr int kParts = kProducerThreads / kFillKeys;     // producer threads a key row
+constexpr u32 kPeerBytes = (u32)(kTile - kFillKeys) * kQk * 2;  // bytes a peer sends a tile
+constexpr int kEmptyArrivals = (kThreads / 32) * kRowCluster;  // math warps reading a buffer
+static_assert(kFillKeys * kParts == kProducerThreads, "whole key rows per producer thread group");
+
+// A read-only 16-byte load that skips L1 (each row is read once by this CTA).
+__device__ __forceinline__ U32x4 load_row_chunk(const unsigned char* p) {
+  U32x4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// The bf16 chunks of one key row this thread stores: into this CTA's buffer, and over
+// distributed shared memory into the peer's (crossover). A thread's chunks are
+// `fixed + low`: `fixed` a compile-time multiple of the span of `low`, its part of the
+// row (low < 8, so the two share no bit). The 128-byte swizzle XORs the chunk's place in
+// its atom with key & 7, so a chunk's offset is fixed's column block plus
+// (fixed & 7) ^ (low ^ key & 7): one XOR with a per-thread value, not a per-chunk
+// offset held in registers for the whole loop (which spilled).
+struct RowStore {
+  unsigned char* row;  // the key's first 128-byte atom row in this CTA's buffer (generic)
+  u32 peer_row;        // the same in the peer's buffer (shared::cluster), crossover only
+  u32 peer_full;       // the peer's full barrier of that buffer
+  __device__ __forceinline__ void put(int fixed, u32 low_x, const U32x4& v) const {
+    const u32 off = (u32)(fixed >> 3) * kTile * 128 + (((u32)(fixed & 7) ^ low_x) << 4);
+    *reinterpret_cast<U32x4*>(row + off) = v;
+    if constexpr (kRowCluster > 1) st_async_16(peer_row + off, v, peer_full);
+  }
+};
+
+struct TileProducer {
+  const unsigned char* kv_base;
+  long long stride_page, stride_token;  // elements of the cache type (bytes for fp8)
+  int split_begin, split_end;
+  mla::SparseList list;   // this CTA's query token's index list
+  unsigned char* key_ok;  // [buffer][kTile] flags, 1 where the key's row was read
+
+  // The slot of key `key` of tile `tile`, or -1 where nothing may be read (past the
+  // split, an invalid slot).
+  __device__ __forceinline__ int slot(int tile, int key) const {
+    const int pos = split_begin + tile * kTile + key;
+    return pos < split_end ? list.slot_at(pos) : -1;
+  }
+  __device__ __forceinline__ const unsigned char* row(int slot) const {
+    return slot < 0 ? nullptr : kv_base + mla::SparseList::row_offset(slot, stride_page, stride_token) * kCacheBytes;
+  }
+
+  // Producer warp 0: which of keys lane, lane + 32 of tile `tile` are read (bits 0, 1;
+  // the peer's keys too: each CTA masks with its own flags), looked up a tile ahead, and
+  // the flags' store once the buffer is free.
+  __device__ __forceinline__ unsigned key_bits(int tile, int lane) const {
+    unsigned bits = 0;
+#pragma unroll
+    for (int i = 0; i < kTile / 32; ++i) bits |= (slot(tile, i * 32 + lane) >= 0 ? 1u : 0u) << i;
+    return bits;
+  }
+  __device__ __forceinline__ void flag_keys(unsigned bits, int buffer, int lane) const {
+#pragma unroll
+    for (int i = 0; i < kTile / 32; ++i) key_ok[buffer * kTile + i * 32 + lane] = (bits >> i) & 1u;
+  }
+
+  // This thread's part of a tile (its key row's slot `s`, looked up a tile ahead; `x`: the
+  // key's swizzle, key & 7) -> `out`, once `ready()` says the buffer is free: the loads go
+  // out first. Part `part` of kParts takes every kParts-th 16-byte chunk of the row as it
+  // lies in global memory, so the row's threads read contiguous bytes together.
+  template <class Ready>
+  __device__ __forceinline__ void fill(int s, const RowStore& out, int part, u32 x, Ready ready) const {
+    const unsigned char* const src = row(s);
+    const unsigned char* const mine = src + part * 16;
+    const U32x4 zero = {0, 0, 0, 0};
+    const u32 part_x = (u32)part ^ x;  // bf16 chunks kParts m + part
+    if constexpr (!kFp8Cache) {
+      // 72 bf16 chunks a row: two rounds of loads, to bound the registers.
+      constexpr int kChunks = kQk * 2 / 16, kMine = kChunks / kParts, kRound = kMine / 2;
+      static_assert(kMine % 2 == 0, "two equal rounds");
+#pragma unroll
+      for (int round = 0; round < 2; ++round) {
+        U32x4 v[kRound];
+#pragma unroll
+        for (int j = 0; j < kRound; ++j) v[j] = src ? load_row_chunk(mine + kParts * (round * kRound + j) * 16) : zero;
+        if (round == 0) ready();
+#pragma unroll
+        for (int j = 0; j < kRound; ++j) out.put(kParts * (round * kRound + j), part_x, v[j]);
+      }
+    } else {
+      // e4m3 chunk kParts j + part -> bf16 chunks 2 (kParts j + part) + h.
+      const u32 lo_x = (u32)(2 * part) ^ x, hi_x = (u32)(2 * part + 1) ^ x;
+      if constexpr (!MLA_FP8DS) {
+        constexpr int kMine = kQk / 16 / kParts;
+        U32x4 v[kMine];
+#pragma unroll
+        for (int j = 0; j < kMine; ++j) v[j] = src ? load_row_chunk(mine + kParts * j * 16) : zero;
+        ready();
+#pragma unroll
+        for (int j = 0; j < kMine; ++j) {
+          U32x4 lo, hi;
+          mla::e4m3x16_to_bf16(v[j], lo, hi);
+          out.put(2 * kParts * j, lo_x, lo);
+          out.put(2 * kParts * j, hi_x, hi);
+        }
+      } else {
+        // 656-byte rows: 32 e4m3 chunks of the latent, its 4 float32 scales (one chunk, one
+        // per 128 values), 8 bf16 chunks of the rope.
+        constexpr int kLatent = kV / 16, kRope = (kQk - kV) * 2 / 16, kScaleOff = kV;
+        constexpr int kRopeOff = kV + kV / XQAJIT_MLA_FP8DS_GROUP * 4;
+        constexpr int kChunksPerGroup = XQAJIT_MLA_FP8DS_GROUP / 16;
+        static_assert(kChunksPerGroup % kParts == 0 && kRope % kParts == 0, "a thread's chunks split evenly");
+        U32x4 lat[kLatent / kParts], rope[kRope / kParts], scales = zero;
+        if (src) scales = load_row_chunk(src + kScaleOff);
+#pragma unroll
+        for (int j = 0; j < kLatent / kParts; ++j) lat[j] = src ? load_row_chunk(mine + kParts * j * 16) : zero;
+#pragma unroll
+        for (int j = 0; j < kRope / kParts; ++j) rope[j] = src ? load_row_chunk(mine + kRopeOff + kParts * j * 16) : zero;
+        ready();
+        const u32 scale_bits[4] = {scales.x, scales.y, scales.z, scales.w};
+#pragma unroll
+        for (int j = 0; j < kLatent / kParts; ++j) {
+          // Values 16 (kParts j + part).., of group kParts j / kChunksPerGroup (part does not move it).
+          U32x4 lo, hi;
+          mla::e4m3x16_scaled_to_bf16(lat[j], __uint_as_float(scale_bits[kParts * j / kChunksPerGroup]), lo, hi);
+          out.put(2 * kParts * j, lo_x, lo);
+          out.put(2 * kParts * j, hi_x, hi);
+        }
+#pragma unroll
+        for (int j = 0; j < kRope / kParts; ++j) out.put(2 * kLatent + kParts * j, part_x, rope[j]);
+      }
+    }
+  }
+};
+
+// The producer warpgroup's loop over the split's tiles: tile t fills buffer t & 1 once every
+// math warp reading that buffer is done with tile t - 2. `bars`: full[2] then empty[2], 8
+// bytes each, at the same offsets in the peer (crossover). `ptid`: 0..127.
+__device__ __forceinline__ void produce_split(const TileProducer& producer, int num_tiles, unsigned char* bufs,
+                                              u32 bars, int ptid) {
+  const u32 rank = kRowCluster > 1 ? cluster_cta_rank() : 0u;
+  const int key = (int)rank * kFillKeys + ptid / kParts, part = ptid % kParts;
+  const u32 peer_bufs = kRowCluster > 1 ? peer_smem_addr(smem_addr(bufs), rank ^ 1u) : 0u;
+  const u32 peer_bars = kRowCluster > 1 ? peer_smem_addr(bars, rank ^ 1u) : 0u;
+  const bool flags = ptid < 32;  // warp 0 also flags the keys
+  int next = num_tiles > 0 ? producer.slot(0, key) : -1;
+  unsigned next_bits = flags && num_tiles > 0 ? producer.key_bits(0, ptid) : 0u;
+  for (int t = 0; t < num_tiles; ++t) {
+    const int b = t & 1;
+    const int s = next;
+    const unsigned bits = next_bits;
+    if (t + 1 < num_tiles) {  // the index loads a tile ahead
+      next = producer.slot(t + 1, key);
+      if (flags) next_bits = producer.key_bits(t + 1, ptid);
+    }
+    const RowStore out{bufs + b * kBufBytes + key * 128, peer_bufs + b * kBufBytes + key * 128, peer_bars + 8 * b};
+    producer.fill(s, out, part, (u32)key & 7u, [&] {
+      if (t >= 2) mbarrier_wait_parity(bars + 16 + 8 * b, ((t >> 1) - 1) & 1);
+      if (kRowCluster > 1 && ptid == 0) mbarrier_expect_tx(bars + 8 * b, kPeerBytes);
+    });
+    if (flags) producer.flag_keys(bits, b, ptid);
+    fence_proxy_async();            // this thread's st.shared -> visible to wgmma
+    mbarrier_arrive(bars + 8 * b);  // release: the key flags, the converted rows
+  }
+}
+
+}  // namespace mla_hopper
+}  // namespace xqajit
