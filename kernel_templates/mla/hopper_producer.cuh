@@ -46,10 +46,14 @@ constexpr u32 kPeerBytes = (u32)(kTile - kFillKeys) * kQk * 2;  // bytes a peer 
 constexpr int kEmptyArrivals = (kThreads / 32) * kRowCluster;  // math warps reading a buffer
 static_assert(kFillKeys * kParts == kProducerThreads, "whole key rows per producer thread group");
 
-// A read-only 16-byte load that skips L1 (each row is read once by this CTA).
+// A read-only 16-byte load of a gathered row, with FlashMLA's hints: the L2 fetches the
+// row's 256-byte block on the first touch (the row's other loads then hit L2), and L1 keeps
+// the line (evict_last) for the row's other threads. m24: fp8ds H=64 B=64 107.8 -> 85 us,
+// H=16 98.9 -> 74, bf16 H=128 135 -> 121 (session 25 run 6; L1::no_allocate with the L2
+// hint alone: 98.6, 89.5, 131.7).
 __device__ __forceinline__ U32x4 load_row_chunk(const unsigned char* p) {
   U32x4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+  asm volatile("ld.global.nc.L1::evict_last.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
