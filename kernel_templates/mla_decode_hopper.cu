@@ -21,8 +21,9 @@
 // the rows into two bf16 buffers (mla/hopper_producer.cuh, m20), shared by the
 // two CTAs of an H=128 token's cluster (crossover, m21).
 //
-// Geometry: mla/hopper_geometry.h; pieces: mla/hopper_loads.cuh (producer),
-// mla/hopper_epilogue.cuh (stores, split merge); PTX: common/wgmma.cuh, common/tma.cuh.
+// Geometry: mla/hopper_geometry.h; pieces: mla/hopper_loads.cuh (TMA and cp.async
+// loads), mla/hopper_producer.cuh (the producer warpgroup), mla/hopper_epilogue.cuh
+// (stores, split merge); PTX: common/wgmma.cuh, common/tma.cuh, common/cluster.cuh.
 
 #include "common/cluster.cuh"
 #include "common/mma.cuh"

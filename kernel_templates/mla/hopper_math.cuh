@@ -115,7 +115,7 @@ __device__ __forceinline__ void qk_wgmma(float (&s)[kHalfKeys / 8][4], u32 q_add
 
 // Softmax of this warpgroup's half of the tile (the max shared with the other half)
 // and O += P V over this warpgroup's 256 dims and all 64 keys (sparse: `key_ok`, the
-// tile's 64 key flags, TileLoader::key_ok).
+// tile's 64 key flags, TileLoader::key_ok or TileProducer::key_ok).
 __device__ __forceinline__ void pv_wgmma(RowState& st, float (&s)[kHalfKeys / 8][4], u32 v_addr, int wg, int rt,
                                          const Exchange& xchg, int tile_start, int split_end, int draft_begin,
                                          float logit_scale_log2, int lane, const unsigned char* key_ok = nullptr) {

@@ -108,3 +108,15 @@ def workspace_patch(patches: list, arg: int, workspace, offset: int) -> None:
     else:
         patches.append((PTR, arg, offset, 0))
         patches.append((NBYTES, arg, offset + 8, 0))
+
+
+def launched(status: int) -> bool:
+    """A fast call's status: True when it launched; False for a miss or a workspace that must
+    grow (take the checked path); a library error raises."""
+    if not status:
+        return True
+    from .. import _library
+
+    if status > 0 and status != _library.NEED_WORKSPACE:
+        _library.raise_last_error(status)
+    return False

@@ -214,12 +214,8 @@ def launch_eager(args) -> None:
     seq_lens, kv_cache, out, q_scale, kv_scale, out_scale, sliding_window, sinks, spec_mask, workspace,
     kv_layout, num_splits, engine handle), then lse for gqa_lse.py's calls. Metadata checked before
     takes the C fast path; anything else is checked (_run_and_register)."""
-    if _fast_call is not None:
-        status = _fast_call(OP_DECODE, *args)
-        if not status:
-            return
-        if status > 0 and status != _library.NEED_WORKSPACE:
-            _library.raise_last_error(status)
+    if _fast_call is not None and _fast.launched(_fast_call(OP_DECODE, *args)):
+        return
     _run_and_register(args)
 
 

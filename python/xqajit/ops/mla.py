@@ -266,12 +266,8 @@ def launch_eager(args) -> None:
     seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace, backend, num_splits, engine
     handle), then the EXTRAS (indices, topk_length, lse, attn_sink) for mla_extras.py's calls.
     Metadata checked before takes the C fast path; anything else is checked (_run_and_register)."""
-    if _fast_call is not None:
-        status = _fast_call(OP_MLA, *args)
-        if not status:
-            return
-        if status > 0 and status != _library.NEED_WORKSPACE:
-            _library.raise_last_error(status)
+    if _fast_call is not None and _fast.launched(_fast_call(OP_MLA, *args)):
+        return
     _run_and_register(args)
 
 
