@@ -14,7 +14,7 @@
 // converts half a tile a step. Without it (m20) one tile in flight cost a whole
 // tile's gather latency, which the math could not hide.
 //
-// Per thread: one key row (of the kKeys this CTA fills) and every kParts-th
+// Per thread: one key row (of the kFillKeys this CTA fills) and every kParts-th
 // 16-byte chunk of it, so a warp's load covers 8 (or 16) rows x 64 (32) contiguous
 // bytes. Every load of a tile is in flight before the buffer is waited for and
 // before the first conversion. A key past the split or of an invalid slot is
