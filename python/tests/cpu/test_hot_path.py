@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import xqajit
+from arg_checks import count_arg_checks
 from conftest import make_inputs, make_mla_inputs
 from xqajit.ops import _fast, gqa, mla
 
@@ -182,13 +183,7 @@ SM = 192 ** -0.5
 @pytest.fixture
 def checks(monkeypatch):
     """The names of the full argument checks (decode_args, mla_decode_args) eager calls ran."""
-    ran = []
-    for module, name in ((gqa, "decode_args"), (mla, "mla_decode_args")):
-        def counted(*args, _check=getattr(module, name), _name=name, **kw):
-            ran.append(_name)
-            return _check(*args, **kw)
-        monkeypatch.setattr(module, name, counted)
-    return ran
+    return count_arg_checks(monkeypatch)
 
 
 def sparse_call():

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import xqajit
+from arg_checks import count_arg_checks
 from problem import Case, make_problem
 from xqajit.ops import _fast, gqa, mla
 
@@ -26,12 +27,7 @@ def path(request, monkeypatch):
     if request.param == "python":
         monkeypatch.setattr(gqa, "_fast_call", None)
         monkeypatch.setattr(mla, "_fast_call", None)
-    checks = []
-    for module, name in ((gqa, "decode_args"), (mla, "mla_decode_args")):
-        def counted(*args, _check=getattr(module, name), _name=name, **kw):
-            checks.append(_name)
-            return _check(*args, **kw)
-        monkeypatch.setattr(module, name, counted)
+    checks = count_arg_checks(monkeypatch)
     forget_checked_calls()
     yield request.param, checks
     forget_checked_calls()
