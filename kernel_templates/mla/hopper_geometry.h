@@ -35,11 +35,11 @@ constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache
 // (grid.y) and share the gather ("crossover", as FlashMLA's sparse decode does): each CTA's
 // producer fills half of every tile's keys into both CTAs' buffers (DSMEM).
 constexpr int kXqajitMlaHopperProducerThreads = 128;
-constexpr bool xqajit_mla_hopper_producer(int row_bytes, int sparse, int heads) {
-  return sparse && (row_bytes != XQAJIT_MLA_QK_DIM * 2 || heads >= 2 * kXqajitMlaHopperRows);
-}
 constexpr int xqajit_mla_hopper_row_cluster(int heads, int sparse) {
   return sparse && heads >= 2 * kXqajitMlaHopperRows ? 2 : 1;
+}
+constexpr bool xqajit_mla_hopper_producer(int row_bytes, int sparse, int heads) {
+  return sparse && (row_bytes != XQAJIT_MLA_QK_DIM * 2 || xqajit_mla_hopper_row_cluster(heads, sparse) > 1);
 }
 
 // Bytes the two warpgroups exchange per tile: row maxima, then P halves.

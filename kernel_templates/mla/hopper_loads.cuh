@@ -43,7 +43,7 @@ struct TileLoader {
     const unsigned char* row = kv_base;
     bool valid;
     if constexpr (MLA_SPARSE) {
-      const int slot = pos < split_end ? list.slot_at(pos) : -1;
+      const int slot = list.slot_in_split(pos, split_end);
       valid = slot >= 0;
       if (valid) row += list.row_offset(slot, stride_page, stride_token) * kCacheBytes;
       if (first == 0) key_ok[(tile & 1) * kTile + tok] = valid;

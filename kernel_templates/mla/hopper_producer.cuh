@@ -87,8 +87,7 @@ struct TileProducer {
   // The slot of key `key` of tile `tile`, or -1 where nothing may be read (past the
   // split, an invalid slot).
   __device__ __forceinline__ int slot(int tile, int key) const {
-    const int pos = split_begin + tile * kTile + key;
-    return pos < split_end ? list.slot_at(pos) : -1;
+    return list.slot_in_split(split_begin + tile * kTile + key, split_end);
   }
   __device__ __forceinline__ const unsigned char* row(int slot) const {
     return slot < 0 ? nullptr : kv_base + mla::SparseList::row_offset(slot, stride_page, stride_token) * kCacheBytes;

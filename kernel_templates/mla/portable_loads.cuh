@@ -45,7 +45,7 @@ struct TileLoader {
       for (int i = tid; i < kTile * kChunks; i += kThreads) {
         const int tok = i / kChunks, chunk = i % kChunks;
         const int pos = tile_start + tok;
-        const int slot = pos < split_end ? list.slot_at(pos) : -1;
+        const int slot = list.slot_in_split(pos, split_end);
         const long long row = slot < 0 ? 0 : list.row_offset(slot, stride_page, stride_token);
         put(tok, chunk, kv_base + row * kCacheBytes + chunk * 16, slot >= 0);
       }

@@ -23,6 +23,8 @@ struct SparseList {
     const int s = slots[pos];
     return valid_slot(s) ? s : -1;
   }
+  // The same for a position of a split ending at `end` (<= length): -1 past it too.
+  __device__ __forceinline__ int slot_in_split(int pos, int end) const { return pos < end ? slot_at(pos) : -1; }
   // Elements of the cache type from the cache's base to valid slot `slot`'s row: row
   // slot % page size of page slot / page size (no block table: slots name pages directly).
   __device__ __forceinline__ static long long row_offset(int slot, long long stride_page, long long stride_token) {
