@@ -36,6 +36,7 @@
 #include "mla/hopper_epilogue.cuh"
 #include "mla/hopper_loads.cuh"
 #include "mla/hopper_math.cuh"
+#include "mla/hopper_narrow.cuh"
 #include "mla/hopper_producer.cuh"
 #include "mla/hopper_seesaw.cuh"
 #include "mla/shared_rows.cuh"
@@ -156,16 +157,23 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   }
 
   RowState st;
+  NarrowState ns;  // the narrow schedule's rows (kNarrow), handed to st after the split
+  unsigned narrow_bits = 0;  // its one query token's visible drafts
+  if constexpr (kNarrow) {
+    narrow_init(ns);
+    narrow_bits = mla::draft_bits(args, b, 0, kQLen);
+  } else {
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    int t = (rb * kR + rt * 16 + quad_row + half * 8) / kHeads;
-    t = t < kQLen ? t : kQLen - 1;  // padding rows: any valid token (their output is dropped)
-    st.bits[half] = mla::draft_bits(args, b, t, kQLen);
-    st.row_max[half] = -kInf;
-    st.row_sum[half] = 0.f;
+    for (int half = 0; half < 2; ++half) {
+      int t = (rb * kR + rt * 16 + quad_row + half * 8) / kHeads;
+      t = t < kQLen ? t : kQLen - 1;  // padding rows: any valid token (their output is dropped)
+      st.bits[half] = mla::draft_bits(args, b, t, kQLen);
+      st.row_max[half] = -kInf;
+      st.row_sum[half] = 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < kAccTiles; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
   }
-#pragma unroll
-  for (int i = 0; i < kAccTiles; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
 
   const u32 q_addr = smem_addr(smem + kQOff);
   if (seesaw) {
@@ -226,10 +234,17 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
           cp_async_commit();
         }
       }
-      float s[kHalfKeys / 8][4];
-      qk_wgmma(s, q_addr, tile_addr, wg);
-      pv_wgmma(st, s, tile_addr, wg, rt, xchg, split_begin + it * kTile, split_end, draft_begin, logit_scale_log2,
-               lane, s_key_ok + (it & 1) * kTile);
+      if constexpr (kNarrow) {
+        narrow_tile(ns, q_addr, tile_addr, xchg,
+                    NarrowTile{split_begin + it * kTile, split_end, draft_begin, narrow_bits,
+                               logit_scale_log2, s_key_ok + (it & 1) * kTile},
+                    wg, rt, lane);
+      } else {
+        float s[kHalfKeys / 8][4];
+        qk_wgmma(s, q_addr, tile_addr, wg);
+        pv_wgmma(st, s, tile_addr, wg, rt, xchg, split_begin + it * kTile, split_end, draft_begin, logit_scale_log2,
+                 lane, s_key_ok + (it & 1) * kTile);
+      }
       if constexpr (kProducer) {
         // This warp's wgmmas are done with the buffer; its producers (ours, the peer's) wait
         // for that before tile it + 2 (nobody waits past the last: no remote arrival then
@@ -246,7 +261,8 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     }
     if constexpr (!kTma && !kProducer) cp_async_wait<0>();
     if constexpr (kProducer) math_sync();  // the other warpgroup has read this one's last P
-    add_other_sums(st, reinterpret_cast<float*>(xchg.p), wg, tid & 127);  // the P buffer is free after the last tile
+    if constexpr (kNarrow) narrow_rows(ns, st, reinterpret_cast<float*>(smem + kRawOff), xchg, wg, rt, lane);
+    else add_other_sums(st, reinterpret_cast<float*>(xchg.p), wg, tid & 127);  // the P buffer is free after the last tile
   }
 
   finish_rows(args, st, smem, &s_is_last, split, rb, b, rt, wg, kv_scale, lane);
