@@ -16,13 +16,17 @@
 // 2 stages, tile i+1 in flight while tile i is computed. A bf16 cache's tiles
 // come by TMA (m6: thread 0 issues a page's nine boxes, an mbarrier a stage); an
 // fp8 cache's by cp.async from every thread, converted to bf16 in shared memory
-// and made visible to wgmma by a proxy fence + barrier. Sparse specs that
+// and made visible to wgmma by a proxy fence + barrier. A CTA of 16 real rows
+// (H=16 at q_len 1) runs the per-tile loop with the transposed products instead
+// (mla/hopper_narrow.cuh, m26: S^T = K Q^T and O^T += V^T P^T, m64n16), a
+// quarter of the padded tile's tensor work. Sparse specs that
 // xqajit_mla_hopper_producer names get a third warpgroup that gathers and converts
 // the rows into two bf16 buffers (mla/hopper_producer.cuh, m20), shared by the
 // two CTAs of an H=128 token's cluster (crossover, m21).
 //
 // Geometry: mla/hopper_geometry.h; pieces: mla/hopper_loads.cuh (TMA and cp.async
-// loads), mla/hopper_producer.cuh (the producer warpgroup), mla/hopper_epilogue.cuh
+// loads), mla/hopper_producer.cuh (the producer warpgroup), mla/hopper_narrow.cuh
+// (the 16-row math), mla/hopper_epilogue.cuh
 // (stores, split merge); PTX: common/wgmma.cuh, common/tma.cuh, common/cluster.cuh.
 
 #include "common/cluster.cuh"

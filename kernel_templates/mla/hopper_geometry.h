@@ -8,7 +8,9 @@
 // S = Q K^T for keys 32w..32w+31 of each tile (m4: until session 19 both computed
 // all 64, twice the S work), the two exchange each row's max and their halves of P
 // through shared memory, and each accumulates O for 256 of the 512 output dims
-// (128 fp32 registers) over all 64 keys.
+// (128 fp32 registers) over all 64 keys. A CTA of 16 real rows (H=16 at q_len 1)
+// computes the transposed products on the same map instead (mla/hopper_narrow.cuh),
+// its P^T in Q's zero padding rows.
 // KV tiles of 64 keys (four k16 steps of P V); 2 stages (1 for fp8ds rows).
 // Shared memory (1024-aligned base, +1024 slack for the alignment):
 //   [Q: 64 x 576 bf16][stages x raw tile][bf16 tile, fp8 caches only][exchange or seesaw state]

@@ -19,6 +19,7 @@ run_peers() {
 # print_peers KIND NAME TITLE: the peers' table of $OUT/NAME.json (tools/bench/peer_table.py),
 # else the tail of their log.
 print_peers() {
+  [ -n "${NO_PEERS:-}" ] && return 0  # skipped: nothing ran, nothing to print
   echo "===== $3"
   python3 "$(dirname "${BASH_SOURCE[0]}")/peer_table.py" "$1" "$OUT/$2.json" 2>/dev/null || tail -5 "$OUT/$2.txt"
 }
