@@ -167,16 +167,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     narrow_init(ns);
     narrow_bits = mla::draft_bits(args, b, 0, kQLen);
   } else {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      int t = (rb * kR + rt * 16 + quad_row + half * 8) / kHeads;
-      t = t < kQLen ? t : kQLen - 1;  // padding rows: any valid token (their output is dropped)
-      st.bits[half] = mla::draft_bits(args, b, t, kQLen);
-      st.row_max[half] = -kInf;
-      st.row_sum[half] = 0.f;
-    }
-#pragma unroll
-    for (int i = 0; i < kAccTiles; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
+    mla::init_rows<kR>(st, args, b, rb, rt, quad_row);
   }
 
   const u32 q_addr = smem_addr(smem + kQOff);

@@ -36,7 +36,6 @@ using namespace xqajit::mla_portable;
 extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_decode(const XqajitMlaArgs args) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int s_is_last;
-  const float kInf = __int_as_float(0x7f800000);
 
   const int split = blockIdx.x, rb = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -86,16 +85,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_de
   const int rt = warp % kRowTiles, slice = warp / kRowTiles;
   const int dim0 = slice * kSliceDims;
   RowState st;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    int t = (rb * kR + rt * 16 + quad_row + half * 8) / kHeads;
-    t = t < kQLen ? t : kQLen - 1;  // padding rows: any valid token (their output is dropped)
-    st.bits[half] = mla::draft_bits(args, b, t, kQLen);
-    st.row_max[half] = -kInf;
-    st.row_sum[half] = 0.f;
-  }
-#pragma unroll
-  for (int i = 0; i < kDimTiles; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
+  mla::init_rows<kR>(st, args, b, rb, rt, quad_row);
 
   const u32 q_addr = smem_addr(q_smem);
   // The bf16 tile that phases A and B read for tile i.

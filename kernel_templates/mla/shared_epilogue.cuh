@@ -26,6 +26,24 @@ struct RowStateOf {
   float acc[kAccTiles][4];
 };
 
+// Rows rt * 16 + quad_row (+ 8) of row block rb before the first tile: nothing seen, and
+// the drafts each row's query token sees (padding rows take any valid token's: their
+// output is dropped).
+template <int kR, int kAccTiles>
+__device__ __forceinline__ void init_rows(RowStateOf<kAccTiles>& st, const XqajitMlaArgs& args, int b, int rb, int rt,
+                                          int quad_row) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    int t = (rb * kR + rt * 16 + quad_row + half * 8) / kHeads;
+    t = t < kQLen ? t : kQLen - 1;
+    st.bits[half] = draft_bits(args, b, t, kQLen);
+    st.row_max[half] = -__int_as_float(0x7f800000);
+    st.row_sum[half] = 0.f;
+  }
+#pragma unroll
+  for (int i = 0; i < kAccTiles; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
+}
+
 // A partial row's floats in the cluster merge, padded off the bank of the next row.
 constexpr int kClusterRowStride = kV + 4;
 // The cluster merge's shared memory: the partial rows, their (max, sum), their final scales.
