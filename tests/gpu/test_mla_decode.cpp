@@ -164,6 +164,21 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     lone.kv_scale = 0.2f;
     lone.seq_lens = {20001};
     cases.push_back(lone);
+    // 32 rows (the hopper narrow schedule's wider N): H=32 at q_len 1 and H=16 at q_len 2 with
+    // a mask, every cache dtype, ragged with an empty request, splits of the launcher's choice.
+    for (int i = 0; i < 4; ++i) {
+      MlaCase narrow;
+      narrow.backend = b;
+      cycle_dtypes(narrow, i, device_has_fp8());
+      narrow.heads = i % 2 == 0 ? 32 : 16;
+      narrow.q_len = i % 2 == 0 ? 1 : 2;
+      narrow.explicit_mask = narrow.q_len > 1;
+      narrow.seq_lens = random_lens(5, narrow.heads, narrow.q_len, true);
+      narrow.padded = i == 1;
+      narrow.scale_ptrs = i == 2;
+      random_scales(narrow, rng());
+      cases.push_back(narrow);
+    }
     MlaCase pair;  // two splits of 16 rows: the last CTA merges (32 split rows; hopper: the split cluster)
     pair.backend = b;
     pair.seq_lens = {3000, 700};
