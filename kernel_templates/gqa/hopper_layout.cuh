@@ -18,6 +18,7 @@
 //    stored straight from the S^T accumulator by stmatrix.trans (as for a 16-bit
 //    cache); only the output dims are un-permuted at the end.
 
+#include "common/transposed_rows.cuh"
 #include "common/types.cuh"
 #include "gqa/hopper_config.cuh"
 
@@ -29,10 +30,7 @@ namespace gqa_hopper {
 __device__ __forceinline__ u32 atom_off(int row, int chunk, int rows) {
   return (u32)((chunk >> 3) * rows * 128 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
 }
-// Query row (wgmma column) of accumulator register 4j + e.
-__device__ __forceinline__ int acc_col(int j, int e, int lane) { return 8 * j + 2 * (lane & 3) + (e & 1); }
-// Which of the thread's kCols query rows accumulator register i holds (row_max, row_sum, ...).
-__device__ __forceinline__ constexpr int acc_slot(int i) { return 2 * (i >> 2) + (i & 1); }
+// acc_col, acc_slot (which query row a register holds): common/transposed_rows.cuh.
 // P^T in shared memory, the K-major B operand of O^T ([64-key block][query row][128 B]),
 // written by stmatrix.trans from the S^T accumulator: its 8x8 blocks (8 keys x 8 query
 // rows) are matrices m = (key block mb, 8-row block j, key half hf), hf fastest, so

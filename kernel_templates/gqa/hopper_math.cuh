@@ -3,35 +3,14 @@
 // row's values, row max and row sum, are spread over the 8 key rows of each warp and
 // over the 4 warps), the lazy-max threshold, and the register cap that follows from them.
 
+#include "common/transposed_rows.cuh"
 #include "gqa/hopper_config.cuh"
 
 namespace xqajit {
 namespace gqa_hopper {
 
-// Per query row (the thread's kCols accumulator columns): combines the values of
-// the warp's 8 key rows (lanes with equal lane % 4) ...
-template <typename Op>
-__device__ __forceinline__ void reduce_over_key_rows(float (&v)[kCols], Op op) {
-#pragma unroll
-  for (int c = 0; c < kCols; ++c) {
-    v[c] = op(v[c], __shfl_xor_sync(0xffffffffu, v[c], 4));
-    v[c] = op(v[c], __shfl_xor_sync(0xffffffffu, v[c], 8));
-    v[c] = op(v[c], __shfl_xor_sync(0xffffffffu, v[c], 16));
-  }
-}
-// ... and lanes 0-3 publish the warp's result per row to xchg[warp][kN], for the
-// reduction over the 4 warps.
-__device__ __forceinline__ void store_warp_columns(const float (&v)[kCols], float* xchg, int warp, int lane) {
-  if (lane < 4) {
-#pragma unroll
-    for (int j = 0; j < kN / 8; ++j) {
-      float2 w;
-      w.x = v[2 * j];
-      w.y = v[2 * j + 1];
-      *reinterpret_cast<float2*>(xchg + warp * kN + 8 * j + 2 * lane) = w;
-    }
-  }
-}
+// reduce_over_key_rows and store_warp_columns (the reductions over key rows and warps):
+// common/transposed_rows.cuh, shared with the MLA kernel's narrow schedule.
 
 // Speculative decoding with an fp8 cache widens N (32 columns at q_len 8, group 4) and
 // ptxas would take 155 registers: 3 CTAs per SM where the shared memory holds the 4 of

@@ -18,12 +18,11 @@
 // runs unchanged. Loads, buffers and the shared-memory map are the per-tile
 // schedule's; P^T lives in Q's zero padding rows 16..31 of its first column block.
 //
-// Accumulator map of an m64n16 tile (common/wgmma.cuh): register i = 4j + e of warp
-// rt, lane L holds row (key, or output dim) 16 rt + L / 4 + 8 (e / 2) and column
-// (query row) 8 j + 2 (L % 4) + e % 2; a thread's columns are its 4 "slots"
-// c = 2 j + e % 2.
+// Accumulator map of an m64n16 tile, its query rows as columns and a thread's 4
+// "slots": common/transposed_rows.cuh (GQA's, shared).
 
 #include "common/named_barrier.cuh"
+#include "common/transposed_rows.cuh"
 #include "common/wgmma.cuh"
 #include "mla/hopper_config.cuh"
 #include "mla/hopper_math.cuh"
@@ -43,9 +42,6 @@ constexpr int kNarrowBarrier = 7;        // + warpgroup: a warpgroup's 4 warps (
 static_assert(2 * kN <= kR && kNarrowPOff % 1024 == 0, "P^T fits Q's padding rows, on a swizzle atom");
 static_assert(2 * 4 * kN <= 2 * kR, "the row maxima of both warpgroups' warps fit Exchange::max");
 static_assert(2 * 128 * kNRegs * 4 <= kR * kTile * 2, "both warpgroups' partial S^T fit Exchange::p");
-
-__device__ __forceinline__ constexpr int narrow_slot(int i) { return 2 * (i >> 2) + (i & 1); }
-__device__ __forceinline__ int narrow_col(int c, int lane) { return 8 * (c >> 1) + 2 * (lane & 3) + (c & 1); }
 
 struct NarrowState {
   float row_max[kNSlots], row_sum[kNSlots];  // per slot; row_sum over this thread's key rows
@@ -116,18 +112,13 @@ __device__ __forceinline__ void narrow_tile(NarrowState& ns, u32 q_addr, u32 k_a
       x = visible ? x : -kInf;
     }
     s[i] = x;
-    tmax[narrow_slot(i)] = fmaxf(tmax[narrow_slot(i)], x);
+    tmax[acc_slot(i)] = fmaxf(tmax[acc_slot(i)], x);
   }
-#pragma unroll
-  for (int c = 0; c < kNSlots; ++c) {
-    tmax[c] = fmaxf(tmax[c], __shfl_xor_sync(0xffffffffu, tmax[c], 4));
-    tmax[c] = fmaxf(tmax[c], __shfl_xor_sync(0xffffffffu, tmax[c], 8));
-    tmax[c] = fmaxf(tmax[c], __shfl_xor_sync(0xffffffffu, tmax[c], 16));
-  }
+  reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });
   float* const wmax = xchg.max + wg * 4 * kN;  // [warp][query row], this warpgroup's
   if (lane < 4) {
 #pragma unroll
-    for (int c = 0; c < kNSlots; ++c) wmax[rt * kN + narrow_col(c, lane)] = tmax[c];
+    for (int c = 0; c < kNSlots; ++c) wmax[rt * kN + slot_col(c, lane)] = tmax[c];
   }
   named_barrier_sync(kNarrowBarrier + wg, 128);
   float base[kNSlots], corr[kNSlots];
@@ -135,7 +126,7 @@ __device__ __forceinline__ void narrow_tile(NarrowState& ns, u32 q_addr, u32 k_a
   for (int c = 0; c < kNSlots; ++c) {
     float m = ns.row_max[c];
 #pragma unroll
-    for (int w = 0; w < 4; ++w) m = fmaxf(m, wmax[w * kN + narrow_col(c, lane)]);
+    for (int w = 0; w < 4; ++w) m = fmaxf(m, wmax[w * kN + slot_col(c, lane)]);
     base[c] = m == -kInf ? 0.f : m;  // never -inf - -inf
     corr[c] = fast_exp2(ns.row_max[c] - base[c]);
     ns.row_max[c] = m;
@@ -147,7 +138,7 @@ __device__ __forceinline__ void narrow_tile(NarrowState& ns, u32 q_addr, u32 k_a
   u32 pair[4];
 #pragma unroll
   for (int m = 0; m < 4; ++m) {
-    const int c = narrow_slot(2 * m);
+    const int c = acc_slot(2 * m);
     const float p0 = fast_exp2(s[2 * m] - base[c]), p1 = fast_exp2(s[2 * m + 1] - base[c + 1]);
     tsum[c] += p0;
     tsum[c + 1] += p1;
@@ -166,7 +157,7 @@ __device__ __forceinline__ void narrow_tile(NarrowState& ns, u32 q_addr, u32 k_a
 #pragma unroll
     for (int d = 0; d < kNBlocks; ++d)
 #pragma unroll
-      for (int i = 0; i < kNRegs; ++i) ns.o[d][i] *= corr[narrow_slot(i)];
+      for (int i = 0; i < kNRegs; ++i) ns.o[d][i] *= corr[acc_slot(i)];
   }
   math_sync();  // P^T is in shared memory
 
@@ -196,20 +187,15 @@ __device__ __forceinline__ void narrow_tile(NarrowState& ns, u32 q_addr, u32 k_a
 __device__ __forceinline__ void narrow_rows(NarrowState& ns, RowState& st, float* region, const Exchange& xchg,
                                             int wg, int rt, int lane) {
   constexpr int kStride = kV + 4;  // a row's 16 lanes of one store phase on distinct banks
-#pragma unroll
-  for (int c = 0; c < kNSlots; ++c) {
-    ns.row_sum[c] += __shfl_xor_sync(0xffffffffu, ns.row_sum[c], 4);
-    ns.row_sum[c] += __shfl_xor_sync(0xffffffffu, ns.row_sum[c], 8);
-    ns.row_sum[c] += __shfl_xor_sync(0xffffffffu, ns.row_sum[c], 16);
-  }
+  reduce_over_key_rows(ns.row_sum, [](float a, float b) { return a + b; });
   math_sync();  // every wgmma of the split is done with the buffers; xchg is free
   float* const sums = xchg.max;       // [warp][query row]
   float* const maxes = sums + 4 * kN;  // [query row]
   if (wg == 0 && lane < 4) {
 #pragma unroll
     for (int c = 0; c < kNSlots; ++c) {
-      sums[rt * kN + narrow_col(c, lane)] = ns.row_sum[c];
-      if (rt == 0) maxes[narrow_col(c, lane)] = ns.row_max[c];
+      sums[rt * kN + slot_col(c, lane)] = ns.row_sum[c];
+      if (rt == 0) maxes[slot_col(c, lane)] = ns.row_max[c];
     }
   }
 #pragma unroll
@@ -217,7 +203,7 @@ __device__ __forceinline__ void narrow_rows(NarrowState& ns, RowState& st, float
 #pragma unroll
     for (int i = 0; i < kNRegs; ++i) {
       const int dim = wg * kWgDims + 64 * d + 16 * rt + (lane >> 2) + 8 * ((i >> 1) & 1);
-      region[narrow_col(narrow_slot(i), lane) * kStride + dim] = ns.o[d][i];
+      region[slot_col(acc_slot(i), lane) * kStride + dim] = ns.o[d][i];
     }
   math_sync();
   const int quad_row = lane >> 2, quad_col = lane & 3;

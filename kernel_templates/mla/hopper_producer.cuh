@@ -89,10 +89,9 @@ struct TileProducer {
   // the tile is filled: checked at once, the entry's load stalled the producer each tile
   // (session 26 run 7, ncu: 8 % of its samples on that compare).
   __device__ __forceinline__ int entry(int tile, int key) const {
-    const int pos = split_begin + tile * kTile + key;
-    return pos < split_end ? list.slots[pos] : -1;
+    return list.entry_in_split(split_begin + tile * kTile + key, split_end);
   }
-  __device__ __forceinline__ int slot(int entry) const { return list.valid_slot(entry) ? entry : -1; }
+  __device__ __forceinline__ int slot(int entry) const { return list.slot_of(entry); }
   __device__ __forceinline__ const unsigned char* row(int slot) const {
     return slot < 0 ? nullptr : kv_base + mla::SparseList::row_offset(slot, stride_page, stride_token) * kCacheBytes;
   }

@@ -18,11 +18,13 @@ struct SparseList {
   int num_slots;     // slots the cache holds (num_pages * page size)
 
   __device__ __forceinline__ bool valid_slot(int slot) const { return (unsigned)slot < (unsigned)num_slots; }
-  // The slot of list position `pos` (< length), or -1 where it must not be read.
-  __device__ __forceinline__ int slot_at(int pos) const {
-    const int s = slots[pos];
-    return valid_slot(s) ? s : -1;
-  }
+  // The slot a list entry names, or -1 where it must not be read.
+  __device__ __forceinline__ int slot_of(int entry) const { return valid_slot(entry) ? entry : -1; }
+  // The slot of list position `pos` (< length).
+  __device__ __forceinline__ int slot_at(int pos) const { return slot_of(slots[pos]); }
+  // The entry of a position of a split ending at `end` as it lies in memory, -1 past it:
+  // for a loader that loads entries ahead and checks them (slot_of) when it uses them.
+  __device__ __forceinline__ int entry_in_split(int pos, int end) const { return pos < end ? slots[pos] : -1; }
   // The same for a position of a split ending at `end` (<= length): -1 past it too.
   __device__ __forceinline__ int slot_in_split(int pos, int end) const { return pos < end ? slot_at(pos) : -1; }
   // Elements of the cache type from the cache's base to valid slot `slot`'s row: row
