@@ -19,14 +19,16 @@
 // and made visible to wgmma by a proxy fence + barrier. A CTA of 16 real rows
 // (H=16 at q_len 1) runs the per-tile loop with the transposed products instead
 // (mla/hopper_narrow.cuh, m26: S^T = K Q^T and O^T += V^T P^T, m64n16), a
-// quarter of the padded tile's tensor work. Sparse specs that
+// quarter of the padded tile's tensor work; over a dense fp8 cache it builds both
+// products' A operands in registers from the raw rows (mla/hopper_narrow_fp8.cuh,
+// m31: fp16, no bf16 tile, up to 4 raw stages in flight). Sparse specs that
 // xqajit_mla_hopper_producer names get a third warpgroup that gathers and converts
 // the rows into two bf16 buffers (mla/hopper_producer.cuh, m20), shared by the
 // two CTAs of an H=128 token's cluster (crossover, m21).
 //
 // Geometry: mla/hopper_geometry.h; pieces: mla/hopper_loads.cuh (TMA and cp.async
 // loads), mla/hopper_producer.cuh (the producer warpgroup), mla/hopper_narrow.cuh
-// (the 16-row math), mla/hopper_epilogue.cuh
+// (the 16-row math), mla/hopper_narrow_fp8.cuh (its fp8 operands), mla/hopper_epilogue.cuh
 // (stores, split merge); PTX: common/wgmma.cuh, common/tma.cuh, common/cluster.cuh.
 
 #include "common/cluster.cuh"
@@ -41,6 +43,7 @@
 #include "mla/hopper_loads.cuh"
 #include "mla/hopper_math.cuh"
 #include "mla/hopper_narrow.cuh"
+#include "mla/hopper_narrow_fp8.cuh"
 #include "mla/hopper_producer.cuh"
 #include "mla/hopper_seesaw.cuh"
 #include "mla/shared_rows.cuh"
@@ -150,11 +153,21 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
         if (num_tiles > 1) tma.pages(1, next_pages);
       }
     }
-  } else if constexpr (!kProducer) {
-    if (num_tiles > 0) loader.issue(0, raw_addr, tid);
-    cp_async_commit();
   }
-  stage_q(args, smem + kQOff, b, rb, tid);
+  // cp.async: tiles 0..kStages-2 in flight (tile 0 where one stage is all there is); sparse:
+  // the entry of this thread's key of the next tile to issue, loaded a tile ahead.
+  constexpr int kFirstTiles = kStages > 1 ? kStages - 1 : 1;
+  int entry_ahead = -1;
+  if constexpr (!kTma && !kProducer) {
+#pragma unroll
+    for (int t = 0; t < kFirstTiles; ++t) {
+      if (t < num_tiles) loader.issue(t, raw_addr + t * kRawStageBytes, tid, loader.entry(t, tid));
+      cp_async_commit();
+    }
+    entry_ahead = loader.entry(kFirstTiles, tid);
+  }
+  if constexpr (kNarrowFp8) stage_q_narrow_fp8(args, smem + kQOff, b, logit_scale_log2, tid);
+  else stage_q(args, smem + kQOff, b, rb, tid);
   if constexpr (kTma || kProducer) {
     fence_proxy_async();  // Q's st.shared -> visible to wgmma; the barrier publishes the mbarrier init too
     math_sync();
@@ -211,10 +224,24 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
         }
       } else if constexpr (kProducer) {
         mbarrier_wait_parity(full_addr + (it & 1) * 8, (it >> 1) & 1);  // the producers filled the buffer
+      } else if constexpr (kNarrowFp8) {
+        // Tile it landed (this thread's copies; kStages - 2 tiles stay in flight), then every
+        // thread's, and every thread is done with tile it - 1: its stage takes tile it +
+        // kStages - 1 now, and no barrier ends a tile (the exchange and P^T are reused only
+        // after this one).
+        cp_async_wait<kStages - 2>();
+        fence_proxy_async();  // (Q's st.shared -> visible to wgmma, before the first tile)
+        __syncthreads();
+        const int next = it + kStages - 1;
+        if (next < num_tiles) loader.issue(next, raw_addr + (unsigned)next % kStages * kRawStageBytes, tid, entry_ahead);
+        cp_async_commit();
+        entry_ahead = loader.entry(next + 1, tid);
       } else {
-        if constexpr (kStages == 2) {
-          if (it + 1 < num_tiles) loader.issue(it + 1, raw_addr + ((it + 1) & 1) * kStageBytes, tid);
+        if constexpr (kStages >= 2) {  // stage (it - 1) % kStages was freed by the barrier ending tile it - 1
+          const int next = it + kStages - 1;
+          if (next < num_tiles) loader.issue(next, raw_addr + (unsigned)next % kStages * kRawStageBytes, tid, entry_ahead);
           cp_async_commit();
+          entry_ahead = loader.entry(next + 1, tid);
         }
         cp_async_wait<kStages - 1>();  // tile it landed (this thread's copies)
         if constexpr (kFp8Cache) {
@@ -225,15 +252,17 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
         fence_proxy_async();  // cp.async / st.shared writes -> visible to wgmma (async proxy)
         __syncthreads();
         if constexpr (kStages == 1) {  // fp8ds: the one raw stage is converted; refill it under this tile's math
-          if (it + 1 < num_tiles) loader.issue(it + 1, raw_addr, tid);
+          if (it + 1 < num_tiles) loader.issue(it + 1, raw_addr, tid, loader.entry(it + 1, tid));
           cp_async_commit();
         }
       }
       if constexpr (kNarrow) {
-        narrow_tile(ns, q_addr, tile_addr, xchg,
-                    NarrowTile{split_begin + it * kTile, split_end, draft_begin, narrow_bits,
-                               logit_scale_log2, s_key_ok + (it & 1) * kTile},
-                    wg, rt, lane);
+        const NarrowTile nt{split_begin + it * kTile, split_end, draft_begin, narrow_bits, logit_scale_log2,
+                            s_key_ok + (it & 1) * kTile};
+        if constexpr (kNarrowFp8)
+          narrow_tile(ns, NarrowFp8Operands{smem + kRawOff + (unsigned)it % kStages * kRawStageBytes}, q_addr, xchg,
+                      nt, wg, rt, lane);
+        else narrow_tile(ns, NarrowBf16Operands{tile_addr}, q_addr, xchg, nt, wg, rt, lane);
       } else {
         float s[kHalfKeys / 8][4];
         qk_wgmma(s, q_addr, tile_addr, wg);
@@ -250,13 +279,14 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
           mbarrier_arrive(empty);
           if constexpr (kRowCluster > 1) mbarrier_arrive_remote(peer_smem_addr(empty, cluster_cta_rank() ^ 1u));
         }
-      } else {
+      } else if constexpr (!kNarrowFp8) {
         __syncthreads();  // every warpgroup is done with this stage, the bf16 tile and the exchange
       }
     }
     if constexpr (!kTma && !kProducer) cp_async_wait<0>();
     if constexpr (kProducer) math_sync();  // the other warpgroup has read this one's last P
-    if constexpr (kNarrow) narrow_rows(ns, st, reinterpret_cast<float*>(smem + kRawOff), xchg, wg, rt, lane);
+    if constexpr (kNarrowFp8) narrow_rows<NarrowFp8Operands>(ns, st, reinterpret_cast<float*>(smem + kRawOff), xchg, wg, rt, lane);
+    else if constexpr (kNarrow) narrow_rows<NarrowBf16Operands>(ns, st, reinterpret_cast<float*>(smem + kRawOff), xchg, wg, rt, lane);
     else add_other_sums(st, reinterpret_cast<float*>(xchg.p), wg, tid & 127);  // the P buffer is free after the last tile
   }
 

@@ -43,6 +43,22 @@ __device__ __forceinline__ int fp8_k_chunk_swizzle(int tok) { return ((tok & 1) 
 template <int kChunks>
 __device__ __forceinline__ int fp8_v_chunk_swizzle(int tok) { return (((tok >> 2) & 3) << 1) & (kChunks - 1); }
 
+// The transposed products' fp8 A fragments (S^T = K Q^T, O^T = V^T P^T: the hopper GQA
+// kernel and the MLA narrow schedule). K: k-step 4 g + s of thread (r, c) = (lane / 4,
+// lane % 4) reads bytes 4 s..4 s + 3 of the 16-byte chunk 4 g + c of its two key rows, so
+// logical dim 16 (4 g + s) + {2c, 2c+1 | 2c+8, 2c+9} is actual dim 64 g + 16 c + 4 s +
+// {0,1 | 2,3}; the B operand (Q) is staged in that logical order. fp8_k_dim: the actual
+// dim of logical dim k.
+__device__ __forceinline__ int fp8_k_dim(int k) {
+  const int step = k >> 4, j = k & 15;  // k-step 4 g + s, position j in it
+  return 64 * (step >> 2) + 16 * ((j & 7) >> 1) + 4 * (step & 3) + 2 * (j >> 3) + (j & 1);
+}
+// V^T: k-step ks reads key rows 16 ks + 2 c + {0, 1, 8, 9}; spreading chunk bits 1-2 by
+// key / 2 puts the four lanes' rows on distinct banks (for rows of 64 mod 128 bytes), and
+// all four rows of a lane share it. kChunks: the swizzled chunks of a row, a power of two.
+template <int kChunks>
+__device__ __forceinline__ int fp8_vt_chunk_swizzle(int tok) { return (((tok >> 1) & 3) << 1) & (kChunks - 1); }
+
 // Fragment layouts of the fp8 path. In S = Q K^T, n-tile n's column c reads key
 // 16 (n/2) + 4 (c/2) + 2 (n%2) + c%2, so score accumulator (n, e) of quad column
 // q holds key 16 (n/2) + 4 q + 2 (n%2) + e%2: each thread's P fragment covers

@@ -18,6 +18,7 @@
 //    stored straight from the S^T accumulator by stmatrix.trans (as for a 16-bit
 //    cache); only the output dims are un-permuted at the end.
 
+#include "common/fp8.cuh"
 #include "common/transposed_rows.cuh"
 #include "common/types.cuh"
 #include "gqa/hopper_config.cuh"
@@ -48,7 +49,7 @@ __device__ __forceinline__ u32 p_row_off(int m, int lane, int warp) {
 // of key rows 2c + {0, 1, 8, 9} (c = lane % 4): spreading chunk bits 1-2 by key / 2 puts
 // the four lanes' rows on distinct banks, and all four rows of a lane share it. (The
 // portable kernel reads rows 4c + {0..3}: common/fp8.cuh's swizzle, by key / 4.)
-__device__ __forceinline__ int fp8_v_swizzle(int tok) { return (((tok >> 1) & 3) << 1) & (kRawChunks - 1); }
+__device__ __forceinline__ int fp8_v_swizzle(int tok) { return fp8_vt_chunk_swizzle<kRawChunks>(tok); }
 // fp8: first of the kVBytes adjacent head dims thread (warp, lane / 4) owns in O^T.
 __device__ __forceinline__ int fp8_v_dim0(int lane, int warp) { return (8 * warp + (lane >> 2)) * kVBytes; }
 // Actual head dim of O^T accumulator register i of block db (see the fp8 maps above).
@@ -60,8 +61,7 @@ __device__ __forceinline__ int out_dim(int db, int i, int lane, int warp) {
 // Actual head dim of logical head dim `k` (Q's staging order; identity for 16-bit).
 __device__ __forceinline__ int q_dim(int k) {
   if constexpr (!kFp8Cache) return k;
-  const int step = k >> 4, j = k & 15;  // k-step 4 g + s, position j in it
-  return 64 * (step >> 2) + 16 * ((j & 7) >> 1) + 4 * (step & 3) + 2 * (j >> 3) + (j & 1);
+  return fp8_k_dim(k);
 }
 
 }  // namespace gqa_hopper

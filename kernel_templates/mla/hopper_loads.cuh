@@ -8,6 +8,7 @@
 // wgmmas read: K-major B of S = Q K^T and MN-major B of O = P V (the K tile
 // IS the V tile: each latent row is loaded once).
 
+#include "common/fp8.cuh"
 #include "common/memory.cuh"
 #include "common/mma.cuh"
 #include "common/paged_kv.cuh"
@@ -18,6 +19,17 @@
 
 namespace xqajit {
 namespace mla_hopper {
+
+// Byte offset of 16-byte chunk `chunk` of raw fp8 row `tok` in a stage: unswizzled rows for
+// the bf16 conversion pass; on the narrow fp8 path rows of kRawStride bytes whose 32 latent
+// chunks are swizzled for the V^T fragment reads (common/fp8.cuh).
+__device__ __forceinline__ u32 raw_offset(int tok, int chunk) {
+  if constexpr (kNarrowFp8) {
+    constexpr int kLatentChunks = kV / 16;
+    if (chunk < kLatentChunks) chunk ^= fp8_vt_chunk_swizzle<kLatentChunks>(tok);
+  }
+  return (u32)(tok * kRawStride + chunk * 16);
+}
 
 struct TileLoader {
   const unsigned char* kv_base;
@@ -33,17 +45,23 @@ struct TileLoader {
   // table lookup a tile (m5: each thread looked up the page of every chunk before).
   // Sparse: the row is the slot of the key's list position; an invalid slot or a position
   // past the split is zero-filled, never read, and flagged 0 for the softmax's mask.
-  __device__ __forceinline__ void issue(int tile, u32 dst, int tid) const {
+  // Sparse: `entry`, the list entry of this thread's key, loaded ahead by entry() (the
+  // caller keeps it a tile, so that the load's latency is not this tile's).
+  static constexpr int kLanesPerRow = kThreads / kTile;
+  __device__ __forceinline__ int entry(int tile, int tid) const {
+    if constexpr (!MLA_SPARSE) return -1;
+    return list.entry_in_split(split_begin + tile * kTile + tid / kLanesPerRow, split_end);
+  }
+  __device__ __forceinline__ void issue(int tile, u32 dst, int tid, int entry) const {
     // 16-byte chunks of a row: 72 (bf16), 36 (fp8), 41 (fp8ds).
     constexpr int kChunks = kRawRowBytes / 16;
-    constexpr int kLanesPerRow = kThreads / kTile;
     static_assert(kThreads % kTile == 0, "whole rows per thread group");
     const int tok = tid / kLanesPerRow, first = tid % kLanesPerRow;
     const int pos = split_begin + tile * kTile + tok;
     const unsigned char* row = kv_base;
     bool valid;
     if constexpr (MLA_SPARSE) {
-      const int slot = list.slot_in_split(pos, split_end);
+      const int slot = list.slot_of(entry);
       valid = slot >= 0;
       if (valid) row += list.row_offset(slot, stride_page, stride_token) * kCacheBytes;
       if (first == 0) key_ok[(tile & 1) * kTile + tok] = valid;
@@ -55,7 +73,7 @@ struct TileLoader {
     for (int j = 0; j < (kChunks + kLanesPerRow - 1) / kLanesPerRow; ++j) {
       const int chunk = first + j * kLanesPerRow;
       if (kChunks % kLanesPerRow != 0 && chunk >= kChunks) break;
-      const u32 off = kFp8Cache ? (u32)(tok * kRawRowBytes + chunk * 16) : sw128_offset(tok, chunk, kTile);
+      const u32 off = kFp8Cache ? raw_offset(tok, chunk) : sw128_offset(tok, chunk, kTile);
       cp_async_16(dst + off, valid ? row + chunk * 16 : kv_base, valid);
     }
   }

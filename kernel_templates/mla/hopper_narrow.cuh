@@ -17,6 +17,9 @@
 // layout through shared memory, and its epilogue (finish_rows: splits, lse, sinks)
 // runs unchanged. Loads, buffers and the shared-memory map are the per-tile
 // schedule's; P^T lives in Q's zero padding rows 16..31 of its first column block.
+// Where the A operands come from is the `Operands` policy: NarrowBf16Operands reads
+// the bf16 tile by descriptors; a dense fp8 cache builds them in registers from the
+// raw rows (NarrowFp8Operands, mla/hopper_narrow_fp8.cuh, m31).
 //
 // Accumulator map of an m64n16 tile, its query rows as columns and a thread's 4
 // "slots": common/transposed_rows.cuh (GQA's, shared).
@@ -45,10 +48,12 @@ static_assert(2 * 128 * kNRegs * 4 <= kR * kTile * 2, "both warpgroups' partial 
 
 struct NarrowState {
   float row_max[kNSlots], row_sum[kNSlots];  // per slot; row_sum over this thread's key rows
-  float o[kNBlocks][kNRegs];                 // O^T, dims 256 wg + 64 d + ...
+  float o[kNBlocks][kNRegs];                 // O^T, dims Operands::out_dim
+  int o_exp;  // fp8ds (NarrowFp8Operands): O^T is held in units of 2^o_exp
 };
 
 __device__ __forceinline__ void narrow_init(NarrowState& ns) {
+  ns.o_exp = 0;
 #pragma unroll
   for (int c = 0; c < kNSlots; ++c) ns.row_max[c] = -__int_as_float(0x7f800000), ns.row_sum[c] = 0.f;
 #pragma unroll
@@ -56,6 +61,57 @@ __device__ __forceinline__ void narrow_init(NarrowState& ns) {
 #pragma unroll
     for (int i = 0; i < kNRegs; ++i) ns.o[d][i] = 0.f;
 }
+
+// A bf16 tile's operands: both products' A from shared memory by descriptor.
+struct NarrowBf16Operands {
+  static constexpr bool kF16 = false;         // P^T's type: the tile's
+  static constexpr bool kPrescaledQ = false;  // S^T is in raw units: the softmax scales it
+  struct VFrags {};                           // V^T is read by descriptor
+  u32 k_addr;                                 // the bf16 tile (K, and V as its first 512 dims)
+
+  // This warpgroup's partial S^T: k16 steps 18 wg..18 wg + 17 of the 36.
+  __device__ __forceinline__ void qk(float (&s)[kNRegs], VFrags&, u32 q_addr, int wg, int rt, int lane) const {
+#pragma unroll
+    for (int i = 0; i < kNRegs; ++i) s[i] = 0.f;
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < kQkSteps / 2; ++k) {
+      const int kk = wg * (kQkSteps / 2) + k, blk = kk >> 2, sub = kk & 3;
+      const u64 da = wgmma_desc_sw128(k_addr + blk * kTile * 128 + sub * 32, 16, 1024);
+      const u64 db = wgmma_desc_sw128(q_addr + blk * kR * 128 + sub * 32, 16, 1024);
+      WgmmaSS<kN, false, 0>::run(s, da, db, 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_pin(s);
+  }
+
+  // O^T += V^T P^T over this warpgroup's 4 blocks of 64 dims.
+  __device__ __forceinline__ void pv(NarrowState& ns, const VFrags&, u32 p_addr, int wg, int rt, int lane) const {
+#pragma unroll
+    for (int d = 0; d < kNBlocks; ++d) wgmma_pin(ns.o[d]);
+    wgmma_fence();
+#pragma unroll
+    for (int d = 0; d < kNBlocks; ++d) {
+#pragma unroll
+      for (int ks = 0; ks < kTile / 16; ++ks) {
+        const u64 dv = wgmma_desc_sw128(k_addr + (wg * kNBlocks + d) * kTile * 128 + ks * 2048, kTile * 128, 1024);
+        const u64 dp = wgmma_desc_sw128(p_addr + ks * 32, 16, 1024);
+        WgmmaSS<kN, false, 1>::run(ns.o[d], dv, dp, 1);
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int d = 0; d < kNBlocks; ++d) wgmma_pin(ns.o[d]);
+  }
+
+  static __device__ __forceinline__ float o_unit(const NarrowState&) { return 1.f; }
+  // The output dim of O^T register i of block d: rows 16 rt + lane / 4 (+ 8) of the block.
+  static __device__ __forceinline__ int out_dim(int d, int i, int wg, int rt, int lane) {
+    return wg * kWgDims + 64 * d + 16 * rt + (lane >> 2) + 8 * ((i >> 1) & 1);
+  }
+};
 
 // What a tile's mask needs: keys from tile_start (dense: visible below split_end, drafts
 // by `bits`; sparse: the tile's key flags).
@@ -66,27 +122,18 @@ struct NarrowTile {
   const unsigned char* key_ok;  // sparse: the tile's 64 flags
 };
 
-// One tile of the split: `k_addr` the bf16 tile (K, and V as its first 512 dims).
-__device__ __forceinline__ void narrow_tile(NarrowState& ns, u32 q_addr, u32 k_addr, const Exchange& xchg,
+// One tile of the split, its operands from `ops`.
+template <class Operands>
+__device__ __forceinline__ void narrow_tile(NarrowState& ns, const Operands& ops, u32 q_addr, const Exchange& xchg,
                                             const NarrowTile& t, int wg, int rt, int lane) {
   const float kInf = __int_as_float(0x7f800000);
   const int tid_wg = rt * 32 + lane;
 
-  // S^T over this warpgroup's half of the 576 dims.
+  // S^T over this warpgroup's half of the 576 dims; the halves cross through Exchange::p.
+  // (An fp8 tile's V^T fragments are built under its S^T wgmmas.)
   float s[kNRegs];
-#pragma unroll
-  for (int i = 0; i < kNRegs; ++i) s[i] = 0.f;
-  wgmma_fence();
-#pragma unroll
-  for (int k = 0; k < kQkSteps / 2; ++k) {
-    const int kk = wg * (kQkSteps / 2) + k, blk = kk >> 2, sub = kk & 3;
-    const u64 da = wgmma_desc_sw128(k_addr + blk * kTile * 128 + sub * 32, 16, 1024);
-    const u64 db = wgmma_desc_sw128(q_addr + blk * kR * 128 + sub * 32, 16, 1024);
-    WgmmaSS<kN, false, 0>::run(s, da, db, 1);
-  }
-  wgmma_commit();
-  wgmma_wait<0>();
-  wgmma_pin(s);
+  typename Operands::VFrags v;
+  ops.qk(s, v, q_addr, wg, rt, lane);
   float4* const part = reinterpret_cast<float4*>(xchg.p);  // [warpgroup][thread][kNRegs floats]
   part[(wg * 128 + tid_wg) * 2] = make_float4(s[0], s[1], s[2], s[3]);
   part[(wg * 128 + tid_wg) * 2 + 1] = make_float4(s[4], s[5], s[6], s[7]);
@@ -103,7 +150,7 @@ __device__ __forceinline__ void narrow_tile(NarrowState& ns, u32 q_addr, u32 k_a
   for (int c = 0; c < kNSlots; ++c) tmax[c] = -kInf;
 #pragma unroll
   for (int i = 0; i < kNRegs; ++i) {
-    float x = s[i] * t.logit_scale_log2;
+    float x = Operands::kPrescaledQ ? s[i] : s[i] * t.logit_scale_log2;
     if (need_mask) {
       const int key = 16 * rt + (lane >> 2) + 8 * ((i >> 1) & 1);
       bool visible;
@@ -142,7 +189,7 @@ __device__ __forceinline__ void narrow_tile(NarrowState& ns, u32 q_addr, u32 k_a
     const float p0 = fast_exp2(s[2 * m] - base[c]), p1 = fast_exp2(s[2 * m + 1] - base[c + 1]);
     tsum[c] += p0;
     tsum[c + 1] += p1;
-    pair[m] = pack_f32x2<false>(p0, p1);
+    pair[m] = pack_f32x2<Operands::kF16>(p0, p1);
   }
   if (wg == 0) {
     const int m = lane >> 3, row = lane & 7;
@@ -161,31 +208,17 @@ __device__ __forceinline__ void narrow_tile(NarrowState& ns, u32 q_addr, u32 k_a
   }
   math_sync();  // P^T is in shared memory
 
-  // O^T += V^T P^T over this warpgroup's 4 blocks of 64 dims.
-#pragma unroll
-  for (int d = 0; d < kNBlocks; ++d) wgmma_pin(ns.o[d]);
-  wgmma_fence();
-#pragma unroll
-  for (int d = 0; d < kNBlocks; ++d) {
-#pragma unroll
-    for (int ks = 0; ks < kTile / 16; ++ks) {
-      const u64 dv = wgmma_desc_sw128(k_addr + (wg * kNBlocks + d) * kTile * 128 + ks * 2048, kTile * 128, 1024);
-      const u64 dp = wgmma_desc_sw128(q_addr + (kNarrowPOff - kQOff) + ks * 32, 16, 1024);
-      WgmmaSS<kN, false, 1>::run(ns.o[d], dv, dp, 1);
-    }
-  }
-  wgmma_commit();
-  wgmma_wait<0>();
-#pragma unroll
-  for (int d = 0; d < kNBlocks; ++d) wgmma_pin(ns.o[d]);
+  ops.pv(ns, v, q_addr + (kNarrowPOff - kQOff), wg, rt, lane);
 }
 
 // The split's rows -> the per-tile schedule's RowState (rows 16 rt + quad_row (+ 8) of
 // warp rt, dims 256 wg + 8 i + 2 quad_col (+ 1)), for finish_rows: O^T through `region`
 // (kN x (kV + 4) floats of free shared memory), the maxima and the sums over the 64 key
 // rows through Exchange::max. Rows past kN are padding: -inf, nothing summed.
+template <class Operands>
 __device__ __forceinline__ void narrow_rows(NarrowState& ns, RowState& st, float* region, const Exchange& xchg,
                                             int wg, int rt, int lane) {
+  const float o_unit = Operands::o_unit(ns);
   constexpr int kStride = kV + 4;  // a row's 16 lanes of one store phase on distinct banks
   reduce_over_key_rows(ns.row_sum, [](float a, float b) { return a + b; });
   math_sync();  // every wgmma of the split is done with the buffers; xchg is free
@@ -202,8 +235,7 @@ __device__ __forceinline__ void narrow_rows(NarrowState& ns, RowState& st, float
   for (int d = 0; d < kNBlocks; ++d)
 #pragma unroll
     for (int i = 0; i < kNRegs; ++i) {
-      const int dim = wg * kWgDims + 64 * d + 16 * rt + (lane >> 2) + 8 * ((i >> 1) & 1);
-      region[slot_col(acc_slot(i), lane) * kStride + dim] = ns.o[d][i];
+      region[slot_col(acc_slot(i), lane) * kStride + Operands::out_dim(d, i, wg, rt, lane)] = ns.o[d][i] * o_unit;
     }
   math_sync();
   const int quad_row = lane >> 2, quad_col = lane & 3;

@@ -57,8 +57,9 @@ int merged_by_last_cta = 0, merged_by_launch = 0, merged_in_cluster = 0;
 double check_output(MlaProblem& pr, cudaStream_t stream) {
   XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream));
   const std::string key = fmt::format("{} {}/{}", to_string(pr.c.backend), to_string(pr.c.input), to_string(pr.c.kv));
-  return check_against_reference(pr.output(), reference_mla_decode(pr.host), pr.lens, kTolerance, describe(pr.c),
-                                 key, stats());
+  const Fp8dsValues values = fp8ds_values(pr.c.backend, pr.c.heads, pr.c.q_len, false);
+  return check_against_reference(pr.output(), reference_mla_decode(pr.host, nullptr, values), pr.lens, kTolerance,
+                                 describe(pr.c), key, stats());
 }
 
 double run_and_check(MlaProblem& pr, cudaStream_t stream) {
@@ -178,6 +179,21 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
       narrow.scale_ptrs = i == 2;
       random_scales(narrow, rng());
       cases.push_back(narrow);
+    }
+    // 16 rows over every fp8 cache (hopper: the narrow schedule's A operands built in
+    // registers from the raw rows, m31): ragged with an empty request, a split count of
+    // the launcher's choice, two (the cluster) and seven (a merge launch).
+    for (int i = 1; i < 4 && device_has_fp8(); ++i) {
+      MlaCase raw;
+      raw.backend = b;
+      cycle_dtypes(raw, i, true);
+      raw.heads = 16;
+      raw.seq_lens = random_lens(9, raw.heads, 1, true);
+      raw.num_splits = i == 1 ? 0 : i == 2 ? 2 : 7;
+      raw.padded = i == 2;
+      raw.scale_ptrs = i == 3;
+      random_scales(raw, rng());
+      cases.push_back(raw);
     }
     MlaCase pair;  // two splits of 16 rows: the last CTA merges (32 split rows; hopper: the split cluster)
     pair.backend = b;

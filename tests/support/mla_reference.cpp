@@ -18,7 +18,7 @@ constexpr int kQk = 576, kV = 512;
 constexpr int kFp8dsRow = 656, kFp8dsGroup = 128;
 }  // namespace
 
-double fp8ds_row_value(const unsigned char* row, int d) {
+double fp8ds_row_value(const unsigned char* row, int d, Fp8dsValues values) {
   if (d >= kV) {  // rope: bf16 after the latent bytes and the four scales
     std::uint16_t h;
     std::memcpy(&h, row + kV + 16 + 2 * (d - kV), 2);
@@ -28,10 +28,12 @@ double fp8ds_row_value(const unsigned char* row, int d) {
   // times its group's scale in float32, rounded to bf16 (exact for its power-of-two scales).
   float scale;
   std::memcpy(&scale, row + kV + 4 * (d / kFp8dsGroup), 4);
+  if (values == Fp8dsValues::exact) return double(e4m3_to_float(row[d])) * scale;
   return bf16_to_float(float_to_bf16(e4m3_to_float(row[d]) * scale));
 }
 
-std::vector<double> reference_mla_decode(const MlaDecodeParams& p, std::vector<double>* lse_out) {
+std::vector<double> reference_mla_decode(const MlaDecodeParams& p, std::vector<double>* lse_out,
+                                         Fp8dsValues fp8ds_values) {
   const int B = p.batch, Q = p.q_len, H = p.num_heads, P = p.page_size;
   const bool sparse = p.indices != nullptr;
   auto pick = [](std::int64_t v, std::int64_t d) { return v != 0 ? v : d; };
@@ -55,7 +57,7 @@ std::vector<double> reference_mla_decode(const MlaDecodeParams& p, std::vector<d
     const unsigned char* bytes = static_cast<const unsigned char*>(p.kv_cache) + row;
     for (int d = 0; d < kQk; ++d)
       kv[std::size_t(j) * kQk + d] =
-          fp8ds ? fp8ds_row_value(bytes, d) : load_element(p.kv, p.kv_cache, row + d);
+          fp8ds ? fp8ds_row_value(bytes, d, fp8ds_values) : load_element(p.kv, p.kv_cache, row + d);
   };
   // Runs rows (t, h) for t in [t0, t1) over the n keys in `kv`; visible(t, j) says which each sees.
   auto run = [&](int b, int t0, int t1, int n, const std::function<bool(int, int)>& visible) {

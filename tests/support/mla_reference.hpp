@@ -21,10 +21,14 @@ namespace xqajit::testing {
 /// +inf for a row with no visible key. Multithreaded.
 /// kv = fp8ds: each cached row is 656 bytes (strides in bytes), decoded by fp8ds_row_value
 /// (e4m3 latent value times its group's float32 scale, rounded to bf16 as FlashMLA's
-/// dequantisation does; the bf16 rope as it is).
+/// dequantisation and the kernels that convert into a bf16 tile do -- Fp8dsValues::bf16 --
+/// or exact, as the hopper kernel's 16-row CTAs multiply them in fp32 -- Fp8dsValues::exact;
+/// the bf16 rope as it is).
+enum class Fp8dsValues { bf16, exact };
 /// Value d (0..575) of one fp8ds row (656 bytes: 512 e4m3, 4 float32 scales, 64 bf16).
-double fp8ds_row_value(const unsigned char* row, int d);
+double fp8ds_row_value(const unsigned char* row, int d, Fp8dsValues values = Fp8dsValues::bf16);
 
-std::vector<double> reference_mla_decode(const MlaDecodeParams& host_params, std::vector<double>* lse = nullptr);
+std::vector<double> reference_mla_decode(const MlaDecodeParams& host_params, std::vector<double>* lse = nullptr,
+                                         Fp8dsValues fp8ds_values = Fp8dsValues::bf16);
 
 }  // namespace xqajit::testing
