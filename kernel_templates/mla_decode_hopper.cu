@@ -166,6 +166,14 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     }
     entry_ahead = loader.entry(kFirstTiles, tid);
   }
+  // At tile it (kStages >= 2): tile it + kStages - 1 into stage (it - 1) % kStages, which a
+  // barrier has freed, and the entry of the tile after it.
+  auto issue_ahead = [&](int it) {
+    const int next = it + kStages - 1;
+    if (next < num_tiles) loader.issue(next, raw_addr + (unsigned)next % kStages * kRawStageBytes, tid, entry_ahead);
+    cp_async_commit();
+    entry_ahead = loader.entry(next + 1, tid);
+  };
   if constexpr (kNarrowFp8) stage_q_narrow_fp8(args, smem + kQOff, b, logit_scale_log2, tid);
   else stage_q(args, smem + kQOff, b, rb, tid);
   if constexpr (kTma || kProducer) {
@@ -232,17 +240,9 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
         cp_async_wait<kStages - 2>();
         fence_proxy_async();  // (Q's st.shared -> visible to wgmma, before the first tile)
         __syncthreads();
-        const int next = it + kStages - 1;
-        if (next < num_tiles) loader.issue(next, raw_addr + (unsigned)next % kStages * kRawStageBytes, tid, entry_ahead);
-        cp_async_commit();
-        entry_ahead = loader.entry(next + 1, tid);
+        issue_ahead(it);
       } else {
-        if constexpr (kStages >= 2) {  // stage (it - 1) % kStages was freed by the barrier ending tile it - 1
-          const int next = it + kStages - 1;
-          if (next < num_tiles) loader.issue(next, raw_addr + (unsigned)next % kStages * kRawStageBytes, tid, entry_ahead);
-          cp_async_commit();
-          entry_ahead = loader.entry(next + 1, tid);
-        }
+        if constexpr (kStages >= 2) issue_ahead(it);  // (the barrier ending tile it - 1 freed its stage)
         cp_async_wait<kStages - 1>();  // tile it landed (this thread's copies)
         if constexpr (kFp8Cache) {
           __syncthreads();  // every thread's copies of tile it landed

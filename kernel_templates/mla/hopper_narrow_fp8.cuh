@@ -33,13 +33,9 @@ namespace mla_hopper {
 __device__ __forceinline__ void stage_q_narrow_fp8(const XqajitMlaArgs& args, unsigned char* q_smem, int b, float scale,
                                                    int tid) {
   constexpr int kChunks = kQk / 8;  // 16-byte fp16 chunks of a staged row
-  const unsigned char* const q = static_cast<const unsigned char*>(args.q);
   for (int i = tid; i < kN * kChunks; i += kThreads) {
     const int r = i / kChunks, chunk = i % kChunks;
-    const int t = r / kHeads, h = r % kHeads;
-    const unsigned char* const row =
-        q + ((long long)b * args.q_stride_batch + (long long)t * args.q_stride_token + (long long)h * args.q_stride_head) *
-                (kFp8Q ? 1 : 2);
+    const unsigned char* const row = mla::q_row(args, b, r);
     u32 w[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {  // logical dims 8 chunk + 2 j, + 1: two adjacent actual dims

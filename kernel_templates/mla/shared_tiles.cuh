@@ -19,20 +19,25 @@ __device__ __forceinline__ void e4m3x16_to_bf16(const U32x4& v, U32x4& lo, U32x4
   for (int j = 0; j < 8; ++j) o[j / 4][j % 4] = e4m3x2_to_x2<false>((u16)(w[j / 2] >> (16 * (j % 2))));
 }
 
+// Query row `row` (token row / kHeads, head row % kHeads) of request b in global memory.
+__device__ __forceinline__ const unsigned char* q_row(const XqajitMlaArgs& args, int b, int row) {
+  const int t = row / kHeads, h = row % kHeads;
+  const long long off = ((long long)b * args.q_stride_batch + (long long)t * args.q_stride_token +
+                         (long long)h * args.q_stride_head) * (kFp8Q ? 1 : 2);
+  return static_cast<const unsigned char*>(args.q) + off;
+}
+
 // The CTA's kR rows of Q (row block rb of request b) -> bf16, zeros for padding rows.
 template <int kR, int kRows, int kThreads, class Offset>
 __device__ __forceinline__ void stage_q(const XqajitMlaArgs& args, unsigned char* q_smem, int b, int rb, int tid,
                                         Offset offset) {
   constexpr int kChunks = kQk * (kFp8Q ? 1 : 2) / 16;  // 16-byte chunks of one Q row in global memory
-  const unsigned char* const q = static_cast<const unsigned char*>(args.q);
   for (int i = tid; i < kR * kChunks; i += kThreads) {
     const int r = i / kChunks, chunk = i % kChunks;
     const int row = rb * kR + r;
     U32x4 v = {0, 0, 0, 0};
-    const int t = row / kHeads, h = row % kHeads;
-    const long long off = ((long long)b * args.q_stride_batch + (long long)t * args.q_stride_token +
-                           (long long)h * args.q_stride_head) * (kFp8Q ? 1 : 2);
-    if (row < kRows) v = *reinterpret_cast<const U32x4*>(q + off + chunk * 16);
+    const unsigned char* const src = q_row(args, b, row);
+    if (row < kRows) v = *reinterpret_cast<const U32x4*>(src + chunk * 16);
     if constexpr (kFp8Q) {
       U32x4 lo, hi;
       e4m3x16_to_bf16(v, lo, hi);
