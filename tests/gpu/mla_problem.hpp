@@ -73,9 +73,6 @@ struct MlaCase {
   }
 };
 
-/// The dtype mix of random MLA case `i`: bf16 Q and cache, bf16 Q over an fp8 cache, fp8 Q
-/// and cache, bf16 Q over the fp8-with-scales cache in turn; always the first where the
-/// GPU has no fp8.
 /// How the kernel a case runs dequantises an fp8ds cache (the reference models it): the
 /// hopper backend's dense 16-row CTAs (H=16 at q_len 1, mla/hopper_narrow_fp8.cuh) keep the
 /// e4m3 values exact and multiply the scales in fp32; every other path rounds value x scale
@@ -84,6 +81,9 @@ inline Fp8dsValues fp8ds_values(Backend backend, int heads, int q_len, bool spar
   return backend == Backend::hopper && heads * q_len == 16 && !sparse ? Fp8dsValues::exact : Fp8dsValues::bf16;
 }
 
+/// The dtype mix of random MLA case `i`: bf16 Q and cache, bf16 Q over an fp8 cache, fp8 Q
+/// and cache, bf16 Q over the fp8-with-scales cache in turn; always the first where the
+/// GPU has no fp8.
 template <class Case>
 void cycle_dtypes(Case& c, int i, bool has_fp8) {
   switch (has_fp8 ? i % 4 : 0) {

@@ -24,8 +24,9 @@ double fp8ds_row_value(const unsigned char* row, int d, Fp8dsValues values) {
     std::memcpy(&h, row + kV + 16 + 2 * (d - kV), 2);
     return bf16_to_float(h);
   }
-  // The value FlashMLA's dequantisation (tests/quant.py) and our kernels give it: the e4m3 value
-  // times its group's scale in float32, rounded to bf16 (exact for its power-of-two scales).
+  // The e4m3 value times its group's scale in float32: exact (the hopper kernel's 16-row
+  // CTAs), or rounded to bf16 as FlashMLA's dequantisation (tests/quant.py) and our kernels'
+  // bf16 tiles give it (exact for its power-of-two scales).
   float scale;
   std::memcpy(&scale, row + kV + 4 * (d / kFp8dsGroup), 4);
   if (values == Fp8dsValues::exact) return double(e4m3_to_float(row[d])) * scale;
