@@ -45,6 +45,7 @@
 #include "mla/hopper_narrow.cuh"
 #include "mla/hopper_narrow_fp8.cuh"
 #include "mla/hopper_producer.cuh"
+#include "mla/hopper_qgmma.cuh"
 #include "mla/hopper_seesaw.cuh"
 #include "mla/shared_rows.cuh"
 
@@ -57,7 +58,8 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   __shared__ int s_is_last;
   // bf16 (TMA): [buffer][column block] landed, a phase per use of the buffer. Producer:
   // full[2] (the buffer is filled), then empty[2] (its readers are done with it).
-  __shared__ __align__(8) unsigned long long s_full[kTma ? 2 * kColBlocks : kProducer ? 4 : 1];
+  // QGMMA: [buffer][128-byte column block] of its four buffers.
+  __shared__ __align__(8) unsigned long long s_full[kTma ? 2 * kColBlocks : kQgmma ? kQgBuffers * kQ8Blocks : kProducer ? 4 : 1];
   // Sparse: [tile parity][key] 1 where the key's gathered row landed (TileLoader, TileProducer).
   __shared__ unsigned char s_key_ok[MLA_SPARSE ? 2 * kTile : 1];
   // 128-byte swizzle atoms must sit on 1024-byte boundaries (descriptor base offset 0).
@@ -69,9 +71,9 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   const int wg = warp >> 2, rt = warp & 3;  // warpgroup, and this warp's 16-row slice of the 64 rows
   const int quad_row = lane >> 2;
   const u32 full_addr = smem_addr(&s_full[0]);
-  if (kTma && tid == 0) {
+  if ((kTma || kQgmma) && tid == 0) {
 #pragma unroll
-    for (int i = 0; i < 2 * kColBlocks; ++i) mbarrier_init(full_addr + 8 * i, 1);
+    for (int i = 0; i < (kQgmma ? kQgBuffers * kQ8Blocks : 2 * kColBlocks); ++i) mbarrier_init(full_addr + 8 * i, 1);
     fence_mbarrier_init();
   }
   if constexpr (kProducer) {
@@ -107,7 +109,16 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
 
   const int* const table_row = args.block_table + (long long)b * args.block_table_stride;
   const u32 raw_addr = smem_addr(smem + kRawOff);
-  const TmaTileLoader tma{&kv_map, table_row, split_begin, split_end, kTma ? l2_evict_first_policy() : 0ull};
+  const TmaTileLoader tma{&kv_map, table_row, split_begin, split_end,
+                          kTma || kQgmma ? l2_evict_first_policy() : 0ull};
+  if constexpr (kQgmma) {  // fp8 Q and cache, two row blocks or more (mla/hopper_qgmma.cuh)
+    RowState st;
+    mla::init_rows<kR>(st, args, b, rb, rt, quad_row);
+    qgmma_cta(st, args, tma, smem, full_addr,
+              SeesawSplit{num_tiles, split_begin, split_end, draft_begin, logit_scale_log2}, b, rb, tid);
+    finish_rows(args, st, smem, &s_is_last, split, rb, b, rt, wg, kv_scale, lane);
+    return;
+  }
   if constexpr (kProducer) {
     if (tid >= kThreads) {  // the producer warpgroup
       warpgroup_release_registers<kProducerRegs>();

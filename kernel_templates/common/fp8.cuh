@@ -34,6 +34,15 @@ __device__ __forceinline__ void e4m3_columns_to_f16x2x2(u32 a, u32 b, u32& col_j
   e4m3x4_to_f16x2x2(prmt(a, b, sel), col_j, col_j1);
 }
 
+// A 4 x 4 byte transpose: out[j] = byte j of in[0], in[1], in[2], in[3] (low byte first).
+// Four key rows' 4 bytes of dims d..d+3 -> per dim the 4 keys an 8-bit wgmma A register holds.
+__device__ __forceinline__ void transpose_bytes4(const u32 (&in)[4], u32 (&out)[4]) {
+  const u32 t0 = prmt(in[0], in[1], 0x5140u), t1 = prmt(in[2], in[3], 0x5140u);  // bytes 0, 1 interleaved
+  const u32 t2 = prmt(in[0], in[1], 0x7362u), t3 = prmt(in[2], in[3], 0x7362u);  // bytes 2, 3
+  out[0] = prmt(t0, t1, 0x5410u), out[1] = prmt(t0, t1, 0x7632u);
+  out[2] = prmt(t2, t3, 0x5410u), out[3] = prmt(t2, t3, 0x7632u);
+}
+
 // Raw fp8 tiles ([key][head_dim] bytes, kChunks 16-byte chunks a row) swizzle
 // their chunks per key row. K fragments read 16 bytes of two adjacent key rows
 // per phase (flip chunk bit 2 on odd rows); V fragments read 4-byte words of key

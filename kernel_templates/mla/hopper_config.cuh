@@ -30,6 +30,9 @@ constexpr int kWgDims = kV / 2;        // output dims of one warpgroup (the wgmm
 // warpgroup where xqajit_mla_hopper_producer says so (mla/hopper_producer.cuh), else, and
 // dense fp8 rows, by cp.async from the math threads (mla/hopper_loads.cuh).
 constexpr bool kTma = xqajit_mla_hopper_tma(kCacheBytes, MLA_SPARSE);
+// fp8 Q and a plain fp8 cache, two row blocks or more: the fp8 tensor cores (m35,
+// mla/hopper_qgmma.cuh), raw tiles by TMA.
+constexpr bool kQgmma = xqajit_mla_hopper_qgmma(kHeads, kQLen, kRawRowBytes, kFp8Q ? 1 : 2, MLA_SPARSE);
 constexpr bool kProducer = kBlockThreads > kThreads;
 // H=128 sparse: the token's two row blocks are one cluster and split each tile's gather.
 constexpr int kRowCluster = xqajit_mla_hopper_row_cluster(kHeads, MLA_SPARSE);
@@ -48,9 +51,17 @@ constexpr int kColBlocks = kQk / kColBlock;      // 9
 constexpr int kQBytes = kR * kQk * 2;
 constexpr int kTile16Bytes = kTile * kQk * 2;
 
+// The QGMMA schedule's operands: 576 e4m3 a row in 128-byte column blocks (the last half zeros).
+constexpr int kQ8Blocks = kXqajitMlaHopperQ8Blocks;
+constexpr int kK8Bytes = kQ8Blocks * kTile * 128;  // one raw tile
+constexpr int kP8Bytes = kR * 128;                 // one P (64 rows x 64 keys, 128-byte rows)
+
 // Shared-memory map (bytes from the 1024-aligned base).
 constexpr int kQOff = 0;
-constexpr int kRawOff = kQOff + kQBytes;
+constexpr int kRawOff = kQOff + (kQgmma ? kQ8Blocks * kR * 128 : kQBytes);
+constexpr int kQgBuffers = kXqajitMlaHopperQgBuffers;
+constexpr int kQgP8Off = kRawOff + kQgBuffers * kK8Bytes;      // QGMMA: P_a (own), P_a (rescaled), P_b
+constexpr int kQgStatsOff = kQgP8Off + 3 * kP8Bytes;  // QGMMA: row max, scale0, scale1
 // One pipeline stage: a raw tile as it lands, or (producer) a bf16 tile buffer.
 constexpr int kBufBytes = kProducer ? kTile16Bytes : kRawStageBytes;
 constexpr int kTile16Off = kRawOff + kStages * kBufBytes;  // fp8 cache, cp.async path only
@@ -58,7 +69,7 @@ constexpr int kXchgOff = kTile16Off + (kFp8Cache && !kProducer && !kNarrowFp8 ? 
 constexpr int kP0Off = kTile16Off;                                      // bf16: the seesaw's P0 and row stats
 constexpr int kStatsOff = kP0Off + kR * kTile * 2;
 constexpr int kSmemEnd =
-    kTma ? kP0Off + xqajit_mla_hopper_seesaw_bytes(kTile) : kXchgOff + xqajit_mla_hopper_exchange_bytes(kTile);
+    kQgmma ? kQgStatsOff + 3 * kR * 4 : kTma ? kP0Off + xqajit_mla_hopper_seesaw_bytes(kTile) : kXchgOff + xqajit_mla_hopper_exchange_bytes(kTile);
 
 // bf16 and two row blocks or more (the compute-bound MLA: each tile is read by two CTAs,
 // the second from L2): a split of more tiles than kSeesawMinTiles runs the seesaw, a
@@ -75,6 +86,7 @@ static_assert(kQLen >= 1 && kQLen <= 4, "SPEC_Q_SEQ_LEN: 1 to 4");
 static_assert(kTile == 64, "the hopper backend builds KV_TILE_TOKENS = 64 only (S is one m64n64 wgmma chain)");
 static_assert(kPageSize == 16 || kPageSize == 32 || kPageSize == 64 || kPageSize == 128,
               "TOKENS_PER_PAGE: 16, 32, 64 or 128");
+static_assert(!kQgmma || (kStages == 2 && !kProducer), "the QGMMA schedule: two raw buffers");
 static_assert(kStages == 2 || (kStages == 1 && !kTma) || (kNarrowFp8 && kStages <= kXqajitMlaHopperMaxStages),
               "this spec does not fit the hopper backend (sm_90, kv_tile 64)");
 static_assert(kSmemEnd + 1024 == kGeo.smem_bytes, "the shared-memory map disagrees with mla/hopper_geometry.h");

@@ -28,7 +28,29 @@ constexpr int kXqajitMlaHopperRows = 64;
 // rows (sparse: a slot per key) and fp8 rows arrive by cp.async, and an fp8 raw tile
 // is converted to bf16 in shared memory.
 constexpr int kXqajitMlaHopperBoxCols = 64;  // one 128-byte swizzle row of bf16
+constexpr int kXqajitMlaHopperBoxBytes = 128;
 constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache_bytes == 2 && !sparse; }
+
+// An fp8 Q over a plain fp8 cache (per-tensor scales) with two row blocks or more (the
+// compute-bound MLA: H=128, or H=64 at q_len 2) runs on the fp8 tensor cores (m35,
+// mla/hopper_qgmma.cuh): S = Q K^T and O^T += V^T P^T as e4m3 wgmmas, the raw tiles by
+// TMA (boxes of 128 bytes), nothing converted but P. Its shared memory:
+//   [Q: 5 x 64 x 128 B][4 x tile: 5 x 64 x 128 B][3 x P: 64 x 128 B][row max, 2 scales]
+// (576 bytes a row in five 128-byte column blocks, the last half zeros).
+constexpr int kXqajitMlaHopperQ8Blocks = 5;
+constexpr int kXqajitMlaHopperQgBuffers = 4;  // tiles a + 4, a + 5 in flight under a step's two
+constexpr bool xqajit_mla_hopper_qgmma(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
+  return q_bytes == 1 && row_bytes == XQAJIT_MLA_QK_DIM && !sparse && heads * q_len >= 2 * kXqajitMlaHopperRows;
+}
+constexpr int xqajit_mla_hopper_qgmma_smem(int kv_tile) {
+  return 1024 + kXqajitMlaHopperQ8Blocks * 128 * (kXqajitMlaHopperRows + kXqajitMlaHopperQgBuffers * kv_tile) +
+         3 * kXqajitMlaHopperRows * 128 + 3 * kXqajitMlaHopperRows * 4;
+}
+// Whether the host encodes the cache's tensor map (boxes of 128 bytes x a page's rows).
+constexpr bool xqajit_mla_hopper_kv_map(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
+  return xqajit_mla_hopper_tma(row_bytes == XQAJIT_MLA_QK_DIM * 2 ? 2 : 1, sparse) ||
+         xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, q_bytes, sparse);
+}
 
 // Sparse rows of an fp8 cache, and sparse specs whose token has two 64-head blocks (H=128),
 // run warp-specialized (m20, m21: mla/hopper_producer.cuh): a third warpgroup gathers and
@@ -100,7 +122,6 @@ constexpr bool xqajit_mla_hopper_sparse_fits(int heads, int q_len) {
 // (g.threads 384) have two bf16 tile buffers, no raw stage.
 constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int kv_tile, int row_bytes,
                                                        int q_bytes, int arch, int sparse) {
-  (void)q_bytes;  // Q is staged as bf16 whatever its dtype
   const int producer = xqajit_mla_hopper_producer(row_bytes, sparse, heads) ? 1 : 0;
   XqajitMlaGeometry g{};
   g.rows = heads * q_len;
@@ -117,7 +138,9 @@ constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int
     while (stages < kXqajitMlaHopperMaxStages &&
            xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages + 1, 0, true) <= budget)
       ++stages;
-  g.smem_bytes = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages, producer, narrow_fp8);
+  g.smem_bytes = xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, q_bytes, sparse)
+                     ? xqajit_mla_hopper_qgmma_smem(kv_tile)
+                     : xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages, producer, narrow_fp8);
   g.stages = builds && g.smem_bytes <= budget ? stages : 0;
   g.merge_bytes = g.smem_bytes - 1024;
   return g;

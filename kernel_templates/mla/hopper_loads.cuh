@@ -87,6 +87,7 @@ struct TileLoader {
 // and the kernel zeroes the keys past the split's end in the last tile instead.
 struct TmaTileLoader {
   static constexpr int kPagesPerTile = kTile / kPageSize;
+  static constexpr int kBoxCols = kXqajitMlaHopperBoxBytes / kCacheBytes;  // 64 bf16, or 128 e4m3 (QGMMA)
   static constexpr u32 kPageBytes = kColBlocks * kPageSize * kColBlock * 2;
   static_assert(kTile % kPageSize == 0, "a tile holds whole pages");
   const XqajitTensorMap* map;
@@ -118,7 +119,7 @@ struct TmaTileLoader {
 #pragma unroll
       for (int j = 0; j < kPagesPerTile; ++j)
         if (ids[j] >= 0)
-          tma_load_3d(dst + cb * kTile * 128 + j * kPageSize * 128, *map, cb * kColBlock, 0, ids[j], bars + 8 * cb,
+          tma_load_3d(dst + cb * kTile * 128 + j * kPageSize * 128, *map, cb * kBoxCols, 0, ids[j], bars + 8 * cb,
                       policy);
     }
   }
@@ -133,7 +134,7 @@ struct TmaTileLoader {
       if (ids[j] < 0) continue;
 #pragma unroll
       for (int cb = 0; cb < kColBlocks; ++cb)
-        tma_load_3d(dst + cb * kTile * 128 + j * kPageSize * 128, *map, cb * kColBlock, 0, ids[j], bar, policy);
+        tma_load_3d(dst + cb * kTile * 128 + j * kPageSize * 128, *map, cb * kBoxCols, 0, ids[j], bar, policy);
     }
   }
 };
@@ -162,6 +163,18 @@ __device__ __forceinline__ void zero_cols_tail(unsigned char* tile, int valid, i
 // The CTA's Q rows and fp8 tiles -> bf16 in this backend's swizzled layout (mla/shared_tiles.cuh).
 __device__ __forceinline__ void stage_q(const XqajitMlaArgs& args, unsigned char* q_smem, int b, int rb, int tid) {
   mla::stage_q<kR, kRows, kThreads>(args, q_smem, b, rb, tid, [](int r, int c) { return sw128_offset(r, c, kR); });
+}
+// QGMMA: the CTA's kR rows of the fp8 Q as they are, [5 column blocks][row][128 B] with
+// the 128-byte swizzle; the last block's second half (dims 576..639) and padding rows zeros.
+__device__ __forceinline__ void stage_q8(const XqajitMlaArgs& args, unsigned char* q_smem, int b, int rb, int tid) {
+  constexpr int kChunks = kQ8Blocks * 8;  // 16-byte chunks of a staged row (36 from memory)
+  for (int i = tid; i < kR * kChunks; i += kThreads) {
+    const int r = i / kChunks, chunk = i % kChunks;
+    const int row = rb * kR + r;
+    U32x4 v = {0, 0, 0, 0};
+    if (row < kRows && chunk < kQk / 16) v = *reinterpret_cast<const U32x4*>(mla::q_row(args, b, row) + chunk * 16);
+    *reinterpret_cast<U32x4*>(q_smem + sw128_offset(r, chunk, kR)) = v;
+  }
 }
 __device__ __forceinline__ void convert_tile(const unsigned char* raw, unsigned char* tile16, int tid) {
   mla::convert_tile<kThreads>(raw, tile16, tid, [](int r, int c) { return sw128_offset(r, c, kTile); });

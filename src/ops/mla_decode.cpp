@@ -101,7 +101,8 @@ void validate_sparse(const MlaDecodeParams& p) {
                      p.topk, 16, "the topk entries of a list");
 }
 
-// The hopper backend's bf16 tiles arrive by TMA: boxes of 64 values x one page's rows
+// The hopper backend's bf16 tiles (and the QGMMA schedule's fp8 ones) arrive by TMA:
+// boxes of 128 bytes (64 bf16 or 128 e4m3 values) x one page's rows
 // of the cache seen as [pages][page_size][576] (kernel: mla/hopper_loads.cuh). Page
 // ids come from the block table, so the page extent only bounds the copies: an id
 // past it reads zeros.
@@ -115,7 +116,7 @@ XqajitTensorMap kv_tensor_map(const MlaDecodeParams& p, const Strides& s, Driver
   r.dims[2] = p.num_pages > 0 ? static_cast<std::uint64_t>(p.num_pages) : std::uint64_t{1} << 31;
   r.strides_bytes[0] = static_cast<std::uint64_t>(s.kv_t) * r.element_bytes;
   r.strides_bytes[1] = static_cast<std::uint64_t>(s.kv_p) * r.element_bytes;
-  r.box[0] = kXqajitMlaHopperBoxCols;
+  r.box[0] = kXqajitMlaHopperBoxBytes / r.element_bytes;  // one 128-byte swizzle row
   r.box[1] = static_cast<std::uint32_t>(p.page_size);
   r.box[2] = 1;
   XqajitTensorMap map{};
@@ -270,7 +271,10 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
     if (driver.clusters_fit(kernel, split)) config = split;
   }
   XqajitTensorMap kv_map{};  // by value after args: the hopper kernel's second parameter
-  if (plan.spec.backend == Backend::hopper && xqajit_mla_hopper_tma(dtype_bytes(plan.spec.kv), is_sparse(p) ? 1 : 0))
+  const int row_bytes = xqajit_mla_row_bytes(dtype_bytes(plan.spec.kv), plan.spec.kv == DType::fp8ds ? 1 : 0);
+  if (plan.spec.backend == Backend::hopper &&
+      xqajit_mla_hopper_kv_map(plan.spec.group, plan.spec.q_len, row_bytes, dtype_bytes(plan.spec.input),
+                               is_sparse(p) ? 1 : 0))
     kv_map = kv_tensor_map(p, s, driver);
   void* params[] = {&args, &kv_map};  // a kernel reads as many as it declares
   driver.launch(kernel, config, stream, params);

@@ -1,0 +1,473 @@
+#pragma once
+// Hopper MLA backend, fp8 Q over a plain fp8 cache with two row blocks or more (the
+// compute-bound MLA): the seesaw of mla/hopper_seesaw.cuh on the fp8 tensor cores
+// (m35). Both products are e4m3 wgmmas, at twice the bf16 rate, and nothing is
+// dequantised:
+//   S = Q K^T       m64n64k32, A = Q and B = the raw tile, both K-major as they lie
+//                   (the tile by TMA: five 128-byte column blocks a row, 128-byte
+//                   swizzle, the last block's second half zeros).
+//   O^T += V^T P^T  m64n64k32, A = V^T in registers, B = P^T in shared memory.
+// 8-bit wgmmas take no transpose, so V (which the bf16 path reads MN-major as a B
+// operand) becomes the A operand of the transposed product: each thread builds its
+// V^T fragments from the raw rows (8-byte loads of four key rows, a 4 x 4 byte
+// transpose), and P, the B operand, is stored K-major as P[row][key] e4m3, scaled by
+// 2^8 (P <= 1: the scale keeps values down to 2^-14 normal; the epilogue takes the 2^-8
+// back). Each warpgroup owns 256 output dims as four m64 blocks of O^T (dims x rows,
+// 128 fp32 a thread, like O). A row of O^T's m64 block mb is a dim of this warpgroup:
+// row 16 w + g + 8 h (warp w, lane / 4 = g) is dim 64 w + 8 g + 4 h + mb, so that one
+// thread's eight A rows are eight consecutive dims, one 8-byte load a key.
+//
+// The step (tiles a = 2j in buffer 0, b = a + 1 in buffer 1) is the bf16 seesaw's, but
+// every P reaches the products through shared memory, so warpgroup 0 stores P_a twice:
+// on max0 for its own product, and on max1 for warpgroup 1's.
+//   warpgroup 0                               warpgroup 1
+//   softmax(S_a): max0, scale0 ->             (waits scale0)
+//   P_a -> P_a0; O0 *= scale0                 softmax(S_b): max1, scale1 ->
+//   O0 += V_a^T P_a0 (dims 0-255)             P_b ->; O1 *= scale0 scale1
+//   (waits scale1) refill buf0 blocks 0-1     O1 += V_b^T P_b (dims 256-511)
+//   P_a scale1 -> P_a1 ->; O0 *= scale1       (waits P_a1) O1 += V_a^T P_a1
+//   (waits P_b) O0 += V_b^T P_b               refill buf1 and buf0 blocks 2-4
+//   refill buf1 blocks 0-1; S_a+2             S_b+2
+// V^T is read by ld.shared into registers, so a buffer's V blocks are free once every
+// thread of the warpgroup has its fragments (a barrier), not when the product is done.
+
+#include "common/fp8.cuh"
+#include "common/named_barrier.cuh"
+#include "common/online_softmax.cuh"
+#include "common/tma.cuh"
+#include "common/wgmma.cuh"
+#include "mla/hopper_config.cuh"
+#include "mla/hopper_loads.cuh"
+#include "mla/hopper_math.cuh"
+#include "mla/hopper_seesaw.cuh"
+
+namespace xqajit {
+namespace mla_hopper {
+
+constexpr int kVtBlocks = kWgDims / 128;    // 128-byte column blocks of V one warpgroup reads (2)
+constexpr int kRope8Block = kQ8Blocks - 1;  // the rope dims: 64 bytes of block 4
+constexpr float kPScale = 256.f;            // P is stored as e4m3(P x 2^8)
+
+struct QgmmaSmem {
+  unsigned char* base;  // the 1024-aligned shared-memory base
+  u32 q, buf0;          // Q, the first of kQgBuffers raw tiles
+  u32 pa0, pa1, pb;     // P_a on max0 (warpgroup 0's), P_a on max1 (warpgroup 1's), P_b
+  float* max;           // running row max (log2 units), [64]
+  float* scale0;        // 2^(old max - max0), [64]
+  float* scale1;        // 2^(max0 - max1), [64]
+  u32 bars;             // mbarriers [buffer][column block]
+  __device__ u32 buf(int buffer) const { return buf0 + buffer * kK8Bytes; }
+  __device__ u32 bar(int buffer) const { return bars + buffer * kQ8Blocks * 8; }
+  __device__ unsigned char* ptr(u32 addr) const { return base + (addr - smem_addr(base)); }
+};
+
+// S += Q K^T over column blocks kFirst..kLast-1 of the raw tile at k_addr (4 k32 steps a
+// block, 2 in the rope block), a commit group per block, each issued once its barrier flips.
+template <int kFirst, int kLast>
+__device__ __forceinline__ void qk8_blocks(float (&d)[32], u32 q_addr, u32 k_addr, u32 bars, u32 parity) {
+  constexpr int kFullLast = kLast < kRope8Block ? kLast : kRope8Block;
+#pragma unroll 1
+  for (int cb = kFirst; cb < kFullLast; ++cb) {
+    mbarrier_wait_parity(bars + 8 * cb, parity);
+    const u64 da = wgmma_desc_sw128(q_addr + cb * kR * 128, 16, 1024);
+    const u64 db = wgmma_desc_sw128(k_addr + cb * kTile * 128, 16, 1024);
+    wgmma_fence();
+#pragma unroll
+    for (int sub = 0; sub < 4; ++sub) wgmma_m64n64k32_e4m3_ss(d, da + 2 * sub, db + 2 * sub, 1);
+    wgmma_commit();
+  }
+  if constexpr (kLast == kQ8Blocks) {
+    mbarrier_wait_parity(bars + 8 * kRope8Block, parity);
+    const u64 da = wgmma_desc_sw128(q_addr + kRope8Block * kR * 128, 16, 1024);
+    const u64 db = wgmma_desc_sw128(k_addr + kRope8Block * kTile * 128, 16, 1024);
+    wgmma_fence();
+#pragma unroll
+    for (int sub = 0; sub < (kQk - kV) / 32; ++sub) wgmma_m64n64k32_e4m3_ss(d, da + 2 * sub, db + 2 * sub, 1);
+    wgmma_commit();
+  }
+}
+
+// P (the accumulator layout of S: rows r0, r0 + 8, keys 8n + 2 (lane & 3) + {0, 1}) times
+// f[h] -> e4m3 at P[row][key] (128-byte rows, 128-byte swizzle: K-major for the B operand).
+__device__ __forceinline__ void store_p8(unsigned char* p, const float (&s)[8][4], const float (&f)[2], int rt,
+                                         int lane) {
+  const int r0 = rt * 16 + (lane >> 2), c0 = 2 * (lane & 3);
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = r0 + 8 * h, key = 8 * n + c0;
+      *reinterpret_cast<u16*>(p + row * 128 + ((((key >> 4) ^ (row & 7)) << 4) | (key & 15))) =
+          f32x2_to_e4m3x2(s[n][2 * h] * f[h], s[n][2 * h + 1] * f[h]);
+    }
+}
+
+// This thread's A fragments of V^T for warpgroup wg's 256 dims and the tile's 64 keys:
+// [k32 step][m64 block][register]. Its eight dims d..d+7 (d = 256 wg + 64 rt + 8 g) lie in
+// one 16-byte chunk of a key row; a warp's 8-byte loads of four key rows 4 apart hit the
+// two halves of the banks (the swizzle moves rows 4 apart by 64 bytes): two wavefronts.
+__device__ __forceinline__ void load_vt(u32 (&v)[2][4][4], const unsigned char* tile, int wg, int rt, int lane) {
+  const int g = lane >> 2, q = lane & 3;
+  const int d = wg * kWgDims + rt * 64 + g * 8;
+  const unsigned char* const block = tile + (d >> 7) * kTile * 128;
+  const int chunk = (d & 127) >> 4, half = d & 15;
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+    for (int grp = 0; grp < 2; ++grp) {
+      u32 lo[4], hi[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int key = 32 * ks + 16 * grp + 4 * q + i;
+        const uint2 w = *reinterpret_cast<const uint2*>(block + key * 128 + (((chunk ^ (key & 7)) << 4) | half));
+        lo[i] = w.x, hi[i] = w.y;
+      }
+      u32 tl[4], th[4];
+      transpose_bytes4(lo, tl);  // dims d + mb, keys 4q..4q+3 (+16 grp)
+      transpose_bytes4(hi, th);  // dims d + 4 + mb
+#pragma unroll
+      for (int mb = 0; mb < 4; ++mb) v[ks][mb][2 * grp] = tl[mb], v[ks][mb][2 * grp + 1] = th[mb];
+    }
+}
+
+// O^T += V^T P^T over the tile's 64 keys (two k32 steps; the four blocks interleaved, so no
+// accumulator waits on the one issued just before it).
+__device__ __forceinline__ void pv8(float (&ot)[4][32], const u32 (&v)[2][4][4], u32 p) {
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+    for (int mb = 0; mb < 4; ++mb) wgmma_m64n64k32_e4m3_rs(ot[mb], v[ks][mb], wgmma_desc_sw128(p + ks * 32, 16, 1024));
+}
+
+// O^T's columns are query rows: this thread holds rows 8n + 2 (lane & 3) + {0, 1} of each
+// block. Each times f0[row] (times f1[row] where given).
+__device__ __forceinline__ void rescale_ot(float (&ot)[4][32], const float* f0, const float* f1, int lane) {
+  const int c0 = 2 * (lane & 3);
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    float2 f = *reinterpret_cast<const float2*>(f0 + 8 * n + c0);
+    if (f1 != nullptr) {
+      const float2 g = *reinterpret_cast<const float2*>(f1 + 8 * n + c0);
+      f.x *= g.x, f.y *= g.y;
+    }
+#pragma unroll
+    for (int mb = 0; mb < 4; ++mb) {
+      ot[mb][4 * n] *= f.x, ot[mb][4 * n + 2] *= f.x;
+      ot[mb][4 * n + 1] *= f.y, ot[mb][4 * n + 3] *= f.y;
+    }
+  }
+}
+
+// Keys `valid`.. of 128-byte column blocks kFirst..kLast-1 of a landed raw tile -> zeros,
+// by one warpgroup (the split's last tile: unused page slots may hold NaN, and P = 0 times
+// NaN is NaN). Read back by ld.shared only: a warpgroup barrier orders it.
+template <int kFirst, int kLast>
+__device__ __forceinline__ void zero_raw_cols_tail(unsigned char* tile, int valid, int tid_wg) {
+  constexpr int kChunks = (kLast - kFirst) * 8;
+  for (int i = valid * kChunks + tid_wg; i < kTile * kChunks; i += 128) {
+    const int key = i / kChunks, chunk = kFirst * 8 + i % kChunks;
+    *reinterpret_cast<U32x4*>(tile + sw128_offset(key, chunk, kTile)) = U32x4{0, 0, 0, 0};
+  }
+}
+
+// What a step knows of its tiles (a = 2j in buffer ba = a & 3, b = a + 1 in ba + 1), of the
+// next two (S in the other pair of buffers) and of the two it refills its buffers with, a + 4
+// and a + 5 (the issuing thread reads their page ids at the step's start). kSteady: a, b and
+// the next two exist and need no mask.
+template <bool kSteady>
+struct QgStep {
+  bool has_b, has_a2, has_b2, has_a4, has_b4;
+  int ba;
+  u32 next_parity;
+  int ids_a4[TmaTileLoader::kPagesPerTile], ids_b4[TmaTileLoader::kPagesPerTile];
+  __device__ QgStep(const TmaTileLoader& tma, const SeesawSplit& sp, int a, bool issuer)
+      : has_b(kSteady || a + 1 < sp.num_tiles),
+        has_a2(kSteady || a + 2 < sp.num_tiles),
+        has_b2(kSteady || a + 3 < sp.num_tiles),
+        has_a4(a + 4 < sp.num_tiles),
+        has_b4(a + 5 < sp.num_tiles),
+        ba(a & 2),
+        next_parity(((a + 2) >> 2) & 1) {
+    if (issuer) tma.pages(a + 4, ids_a4), tma.pages(a + 5, ids_b4);
+  }
+};
+
+__device__ __forceinline__ float (&ot_of(RowState& st))[4][32] { return reinterpret_cast<float(&)[4][32]>(st.acc); }
+__device__ __forceinline__ float (&flat_of(RowState& st))[128] { return reinterpret_cast<float(&)[128]>(st.acc); }
+
+// Warpgroup 0's step on tile a (its S in s) and tile b (warpgroup 1's).
+template <bool kSteady>
+__device__ __forceinline__ void qg_wg0_step(float (&s)[8][4], RowState& st, const QgmmaSmem& sm,
+                                            const TmaTileLoader& tma, const SeesawSplit& sp, int a, int rt, int lane) {
+  const int tid_wg = rt * 32 + lane, r0 = rt * 16 + (lane >> 2);
+  const bool issuer = tid_wg == 0;
+  const QgStep<kSteady> step(tma, sp, a, issuer);
+  const int ba = step.ba, bb = ba + 1, na = ba ^ 2, nb = na + 1;
+  float(&ot)[4][32] = ot_of(st);
+
+  // softmax(S_a) against the running max: max0, scale0.
+  const int start_a = sp.split_begin + a * kTile;
+  scale_and_mask(s, start_a, !kSteady && tile_needs_mask(start_a, sp.split_end, sp.draft_begin), sp.split_end,
+                 sp.draft_begin, st.bits, sp.logit_scale_log2, lane & 3);
+  float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)};
+  quad_tile_max(s, m);
+  float base[2], scale0[2], sum[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float old = sm.max[r0 + 8 * h];
+    m[h] = fmaxf(old, m[h]);
+    base[h] = exp_base(m[h]);
+    scale0[h] = fast_exp2(old - base[h]);
+  }
+  __syncwarp();  // the quad has read the old max
+  if ((lane & 3) == 0)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) sm.max[r0 + 8 * h] = m[h], sm.scale0[r0 + 8 * h] = scale0[h];
+  named_barrier_arrive(kScale0Ready, kThreads);
+  exponentiate(s, base, sum);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) st.row_sum[h] = st.row_sum[h] * scale0[h] + sum[h];
+
+  // P_a on max0 -> P_a0; O0 onto max0; O0 += V_a^T P_a0.
+  const float own[2] = {kPScale, kPScale};
+  store_p8(sm.ptr(sm.pa0), s, own, rt, lane);
+  const int valid_a = sp.split_end - start_a;
+  if (!kSteady && valid_a < kTile) zero_raw_cols_tail<0, kVtBlocks>(sm.ptr(sm.buf(ba)), valid_a, tid_wg);
+  fence_proxy_async();
+  named_barrier_sync(kWarpgroupLocal, 128);  // P_a0, every row's scale0, the zeroed keys
+  rescale_ot(ot, sm.scale0, nullptr, lane);
+  {
+    u32 v[2][4][4];
+    load_vt(v, sm.ptr(sm.buf(ba)), 0, rt, lane);
+    wgmma_pin(flat_of(st));
+    wgmma_fence();
+    pv8(ot, v, sm.pa0);
+    wgmma_commit();
+  }
+
+  // Warpgroup 1's max1 -> P_a for its product; O0 onto max1. Every thread of ours has its
+  // V_a (the barrier): buf0's blocks 0-1 are free.
+  named_barrier_sync(kScale1Ready, kThreads);
+  if (issuer && step.has_a4) tma.issue_cols<0, kVtBlocks>(step.ids_a4, sm.buf(ba), sm.bar(ba));
+  const float scale1[2] = {sm.scale1[r0], sm.scale1[r0 + 8]};
+  const float theirs[2] = {scale1[0] * kPScale, scale1[1] * kPScale};
+  store_p8(sm.ptr(sm.pa1), s, theirs, rt, lane);
+  fence_proxy_async();
+  named_barrier_arrive(kP0Ready, kThreads);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) st.row_sum[h] *= scale1[h];
+  wgmma_wait<0>();
+  wgmma_pin(flat_of(st));
+  rescale_ot(ot, sm.scale1, nullptr, lane);
+
+  // O0 += V_b^T P_b, under the next S.
+  named_barrier_sync(kP1Ready, kThreads);
+  if (step.has_b) {
+    const int valid_b = valid_a - kTile;
+    if (!kSteady && valid_b < kTile) {
+      zero_raw_cols_tail<0, kVtBlocks>(sm.ptr(sm.buf(bb)), valid_b, tid_wg);
+      named_barrier_sync(kWarpgroupLocal, 128);
+    }
+    u32 v[2][4][4];
+    load_vt(v, sm.ptr(sm.buf(bb)), 0, rt, lane);
+    wgmma_pin(flat_of(st));
+    wgmma_fence();
+    pv8(ot, v, sm.pb);
+    wgmma_commit();
+  }
+  float(&d)[32] = reinterpret_cast<float(&)[32]>(s);
+  if (step.has_a2) {
+    zero_scores(s);
+    qk8_blocks<0, kVtBlocks>(d, sm.q, sm.buf(na), sm.bar(na), step.next_parity);
+  }
+  named_barrier_sync(kWarpgroupLocal, 128);  // every thread has its V_b: b's blocks 0-1 are free
+  if (issuer && step.has_b4) tma.issue_cols<0, kVtBlocks>(step.ids_b4, sm.buf(bb), sm.bar(bb));
+  if (step.has_a2) qk8_blocks<kVtBlocks, kQ8Blocks>(d, sm.q, sm.buf(na), sm.bar(na), step.next_parity);
+  wgmma_wait<0>();
+  wgmma_pin(flat_of(st));
+  wgmma_pin(d);
+}
+
+// Warpgroup 1's step on tile b (its S in s, if the tile exists) and tile a.
+template <bool kSteady>
+__device__ __forceinline__ void qg_wg1_step(float (&s)[8][4], RowState& st, const QgmmaSmem& sm,
+                                            const TmaTileLoader& tma, const SeesawSplit& sp, int a, int rt, int lane) {
+  const int tid_wg = rt * 32 + lane, r0 = rt * 16 + (lane >> 2);
+  const bool issuer = tid_wg == 0;
+  const QgStep<kSteady> step(tma, sp, a, issuer);
+  const int ba = step.ba, bb = ba + 1, na = ba ^ 2, nb = na + 1;
+  float(&ot)[4][32] = ot_of(st);
+
+  // softmax(S_b) against max0: max1, scale1.
+  const int start_b = sp.split_begin + (a + 1) * kTile;
+  float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)};
+  if (step.has_b) {
+    scale_and_mask(s, start_b, !kSteady && tile_needs_mask(start_b, sp.split_end, sp.draft_begin), sp.split_end,
+                   sp.draft_begin, st.bits, sp.logit_scale_log2, lane & 3);
+    quad_tile_max(s, m);
+  }
+  named_barrier_sync(kScale0Ready, kThreads);
+  float base[2], scale1[2], carry[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float max0 = sm.max[r0 + 8 * h];
+    m[h] = fmaxf(max0, m[h]);
+    base[h] = exp_base(m[h]);
+    scale1[h] = fast_exp2(max0 - base[h]);
+    carry[h] = sm.scale0[r0 + 8 * h] * scale1[h];
+  }
+  __syncwarp();
+  if ((lane & 3) == 0)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) sm.max[r0 + 8 * h] = m[h], sm.scale1[r0 + 8 * h] = scale1[h];
+  named_barrier_arrive(kScale1Ready, kThreads);
+  if (step.has_b) exponentiate(s, base, sum);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) st.row_sum[h] = st.row_sum[h] * carry[h] + sum[h];
+
+  // P_b -> shared memory (both warpgroups' products); O1 onto max1 (it reads scale0 before
+  // warpgroup 0 may pass P1Ready and overwrite it); O1 += V_b^T P_b.
+  const int valid_b = sp.split_end - start_b;
+  if (step.has_b) {
+    const float one[2] = {kPScale, kPScale};
+    store_p8(sm.ptr(sm.pb), s, one, rt, lane);
+    if (!kSteady && valid_b < kTile) zero_raw_cols_tail<kVtBlocks, 2 * kVtBlocks>(sm.ptr(sm.buf(bb)), valid_b, tid_wg);
+  }
+  fence_proxy_async();
+  named_barrier_sync(kWarpgroupLocal + 1, 128);  // P_b, every row's scale1, the zeroed keys
+  rescale_ot(ot, sm.scale0, sm.scale1, lane);
+  named_barrier_arrive(kP1Ready, kThreads);
+  if (step.has_b) {
+    u32 v[2][4][4];
+    load_vt(v, sm.ptr(sm.buf(bb)), 1, rt, lane);
+    wgmma_pin(flat_of(st));
+    wgmma_fence();
+    pv8(ot, v, sm.pb);
+    wgmma_commit();
+  }
+
+  // O1 += V_a^T P_a1.
+  named_barrier_sync(kP0Ready, kThreads);
+  const int valid_a = valid_b + kTile;
+  if (!kSteady && valid_a < kTile) {
+    zero_raw_cols_tail<kVtBlocks, 2 * kVtBlocks>(sm.ptr(sm.buf(ba)), valid_a, tid_wg);
+    named_barrier_sync(kWarpgroupLocal + 1, 128);
+  }
+  {
+    u32 v[2][4][4];
+    load_vt(v, sm.ptr(sm.buf(ba)), 1, rt, lane);
+    wgmma_pin(flat_of(st));
+    wgmma_fence();
+    pv8(ot, v, sm.pa1);
+    wgmma_commit();
+  }
+  named_barrier_sync(kWarpgroupLocal + 1, 128);  // every thread has V_b and V_a: blocks 2-4 are free
+  if (issuer && step.has_b4) tma.issue_cols<kVtBlocks, kQ8Blocks>(step.ids_b4, sm.buf(bb), sm.bar(bb));
+  if (issuer && step.has_a4) tma.issue_cols<kVtBlocks, kQ8Blocks>(step.ids_a4, sm.buf(ba), sm.bar(ba));
+
+  // S_b+2 after the products (with them in flight and S conditional, ptxas serialized
+  // every wgmma chain: C7515).
+  wgmma_wait<0>();
+  wgmma_pin(flat_of(st));
+  float(&d)[32] = reinterpret_cast<float(&)[32]>(s);
+  if (step.has_b2) {  // S_b+2: the blocks refilled first, first
+    zero_scores(s);
+    qk8_blocks<kVtBlocks, kQ8Blocks>(d, sm.q, sm.buf(nb), sm.bar(nb), step.next_parity);
+    qk8_blocks<0, kVtBlocks>(d, sm.q, sm.buf(nb), sm.bar(nb), step.next_parity);
+    wgmma_wait<0>();
+    wgmma_pin(d);
+  }
+}
+
+// The split's tiles (0 and 1 already issued, at least one tile), both warpgroups. Leaves
+// O^T in st.acc and this warpgroup's row sums in st.row_sum; the row max in sm.max.
+__device__ __forceinline__ void qgmma_split(RowState& st, const QgmmaSmem& sm, const TmaTileLoader& tma,
+                                            const SeesawSplit& sp, int wg, int rt, int lane) {
+  float s[8][4];
+  float(&d)[32] = reinterpret_cast<float(&)[32]>(s);
+  const int steady = steady_tiles(sp);
+  int a = 0;
+  if (wg == 0) {
+    zero_scores(s);
+    qk8_blocks<0, kQ8Blocks>(d, sm.q, sm.buf(0), sm.bar(0), 0);
+    wgmma_wait<0>();
+    wgmma_pin(d);
+#pragma unroll 1
+    for (; a < steady; a += 2) qg_wg0_step<true>(s, st, sm, tma, sp, a, rt, lane);
+#pragma unroll 1
+    for (; a < sp.num_tiles; a += 2) qg_wg0_step<false>(s, st, sm, tma, sp, a, rt, lane);
+  } else {
+    if (sp.num_tiles > 1) {
+      zero_scores(s);
+      qk8_blocks<kVtBlocks, kQ8Blocks>(d, sm.q, sm.buf(1), sm.bar(1), 0);
+      qk8_blocks<0, kVtBlocks>(d, sm.q, sm.buf(1), sm.bar(1), 0);
+      wgmma_wait<0>();
+      wgmma_pin(d);
+    }
+#pragma unroll 1
+    for (; a < steady; a += 2) qg_wg1_step<true>(s, st, sm, tma, sp, a, rt, lane);
+#pragma unroll 1
+    for (; a < sp.num_tiles; a += 2) qg_wg1_step<false>(s, st, sm, tma, sp, a, rt, lane);
+  }
+}
+
+// O^T (st.acc, this warpgroup's 256 dims) -> O in the accumulator layout the shared epilogue
+// takes (rows 16 rt + lane / 4 (+8), dims 8 i + 2 (lane & 3) (+1)), through shared memory
+// (64 x 256 floats a warpgroup at `scratch`, padded rows), times 2^-8 (P's scale).
+__device__ __forceinline__ void untranspose_o(RowState& st, float* scratch, int wg, int rt, int lane) {
+  constexpr int kStride = kWgDims + 4;
+  float* const t = scratch + wg * kR * kStride;
+  float(&ot)[4][32] = ot_of(st);
+  const int g = lane >> 2, c0 = 2 * (lane & 3);
+#pragma unroll
+  for (int mb = 0; mb < 4; ++mb)
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        t[(8 * n + c0 + (e & 1)) * kStride + rt * 64 + 8 * g + 4 * (e >> 1) + mb] = ot[mb][4 * n + e] * (1.f / kPScale);
+  named_barrier_sync(kWarpgroupLocal + wg, 128);
+#pragma unroll
+  for (int i = 0; i < kAccTiles; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) st.acc[i][e] = t[(rt * 16 + g + 8 * (e >> 1)) * kStride + 8 * i + c0 + (e & 1)];
+}
+
+// The whole CTA on the QGMMA path, up to the shared epilogue: tiles 0 and 1 by TMA, Q as it
+// is, the split, then st as finish_rows takes it. `bars`: 2 x kQ8Blocks mbarriers, initialised.
+__device__ __forceinline__ void qgmma_cta(RowState& st, const XqajitMlaArgs& args, const TmaTileLoader& tma,
+                                          unsigned char* smem, u32 bars, const SeesawSplit& sp, int b, int rb, int tid) {
+  const int lane = tid & 31, wg = tid >> 7, rt = (tid >> 5) & 3;
+  QgmmaSmem sm;
+  sm.base = smem;
+  sm.q = smem_addr(smem + kQOff);
+  sm.buf0 = smem_addr(smem + kRawOff);
+  sm.pa0 = smem_addr(smem + kQgP8Off), sm.pa1 = sm.pa0 + kP8Bytes, sm.pb = sm.pa1 + kP8Bytes;
+  sm.max = reinterpret_cast<float*>(smem + kQgStatsOff);
+  sm.scale0 = sm.max + kR;
+  sm.scale1 = sm.scale0 + kR;
+  sm.bars = bars;
+  if (tid == 0) {
+    int ids[TmaTileLoader::kPagesPerTile];
+    for (int t = 0; t < kQgBuffers && t < sp.num_tiles; ++t) {
+      tma.pages(t, ids);
+      tma.issue_cols<0, kQ8Blocks>(ids, sm.buf(t), sm.bar(t));
+    }
+  }
+  stage_q8(args, smem + kQOff, b, rb, tid);
+  if (tid < kR) sm.max[tid] = -__int_as_float(0x7f800000);
+  fence_proxy_async();  // Q's st.shared -> visible to wgmma
+  __syncthreads();
+  if (sp.num_tiles == 0) return;  // st as init_rows left it: an empty row
+  qgmma_split(st, sm, tma, sp, wg, rt, lane);
+  __syncthreads();  // every wgmma and copy is done: the buffers are free
+  st.row_max[0] = sm.max[rt * 16 + (lane >> 2)];
+  st.row_max[1] = sm.max[rt * 16 + (lane >> 2) + 8];
+  add_other_sums(st, reinterpret_cast<float*>(smem + kQgP8Off), wg, tid & 127);
+  __syncthreads();  // the sums are read: the scratch below may cover them
+  untranspose_o(st, reinterpret_cast<float*>(smem + kQOff), wg, rt, lane);
+  __syncthreads();  // the epilogue may reuse shared memory
+}
+
+}  // namespace mla_hopper
+}  // namespace xqajit
