@@ -24,12 +24,16 @@
 // m31: fp16, no bf16 tile, up to 4 raw stages in flight). Sparse specs that
 // xqajit_mla_hopper_producer names get a third warpgroup that gathers and converts
 // the rows into two bf16 buffers (mla/hopper_producer.cuh, m20), shared by the
-// two CTAs of an H=128 token's cluster (crossover, m21).
+// two CTAs of an H=128 token's cluster (crossover, m21). An fp8 Q over a plain fp8
+// cache with two row blocks or more runs the seesaw on the fp8 tensor cores instead
+// (mla/hopper_qgmma.cuh, m35): S = Q K^T and O^T += V^T P^T as e4m3 wgmmas over raw
+// tiles by TMA, V^T built in registers, P stored as e4m3.
 //
 // Geometry: mla/hopper_geometry.h; pieces: mla/hopper_loads.cuh (TMA and cp.async
-// loads), mla/hopper_producer.cuh (the producer warpgroup), mla/hopper_narrow.cuh
-// (the 16-row math), mla/hopper_narrow_fp8.cuh (its fp8 operands), mla/hopper_epilogue.cuh
-// (stores, split merge); PTX: common/wgmma.cuh, common/tma.cuh, common/cluster.cuh.
+// loads), mla/hopper_producer.cuh (the producer warpgroup), mla/hopper_qgmma.cuh (the
+// fp8 tensor cores), mla/hopper_narrow.cuh (the 16-row math), mla/hopper_narrow_fp8.cuh
+// (its fp8 operands), mla/hopper_epilogue.cuh (stores, split merge); PTX:
+// common/wgmma.cuh, common/tma.cuh, common/cluster.cuh.
 
 #include "common/cluster.cuh"
 #include "common/mma.cuh"

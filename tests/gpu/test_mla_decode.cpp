@@ -237,6 +237,36 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
   }
   for (Backend b : backends()) {
     if (!device_has_fp8()) break;
+    // fp8 Q and cache over two row blocks or more (hopper: the fp8 tensor cores, m35): the
+    // seesaw's tile counts and tails with scales as given, the awkward layouts with two
+    // splits (the cluster), 32 heads at q_len 4 with a mask and seven splits (a merge launch),
+    // and one long request in the launcher's many short splits.
+    MlaCase q8;
+    q8.backend = b;
+    q8.input = q8.kv = DType::fp8;
+    q8.heads = 128;
+    q8.seq_lens = {4100, 777, 0, 1500, 64};
+    q8.num_splits = 1;
+    random_scales(q8, rng());
+    cases.push_back(q8);
+    with_awkward_layouts(q8);
+    q8.seq_lens = {2000, 3333};
+    q8.num_splits = 2;
+    cases.push_back(q8);
+    q8.heads = 32;
+    q8.q_len = 4;
+    q8.padded = false;
+    q8.seq_lens = {5000, 90, 2047};
+    q8.num_splits = 7;
+    cases.push_back(q8);
+    q8.heads = 128;
+    q8.q_len = 1;
+    q8.explicit_mask = false;
+    q8.page_size = 64;
+    q8.shared_prefix_pages = 0;
+    q8.seq_lens = {30001};
+    q8.num_splits = 0;
+    cases.push_back(q8);
     MlaCase ds;  // the fp8-with-scales cache: a long split request, then the awkward layouts
     ds.backend = b;
     ds.kv = DType::fp8ds;

@@ -11,6 +11,14 @@ from capture import assert_compiled_matches_eager, captured, replays
 from mla_problem import FP8, MlaCase, make_mla_problem, mla_kwargs, reference_mla, relative_error
 
 TOLERANCE = 2e-2  # relative L2 error; the C++ GPU suite's worst over 378 cases was 2.35e-3
+# fp8 Q and cache with two 64-row blocks or more run on the fp8 tensor cores with P itself
+# in e4m3 (kernel_templates/mla/hopper_qgmma.cuh): the C++ suite's worst was 1.95e-2.
+FP8_P_TOLERANCE = 6e-2
+
+
+def fp8_p(case: MlaCase) -> bool:
+    return (case.backend != "portable" and case.dtype == FP8 and case.kv_dtype == FP8
+            and case.heads * case.q_len >= 128 and torch.cuda.get_device_capability() == (9, 0))
 WORST: dict = {}
 
 CASES = {
@@ -43,9 +51,9 @@ def check(case: MlaCase, seed=0):
         if L == 0:
             assert (got[b] == 0).all(), "a request with no key must give zeros"
     err = relative_error(got, want)
-    key = f"{case.backend} {case.dtype}/{case.kv_dtype}".replace("torch.", "")
+    key = f"{case.backend} {case.dtype}/{case.kv_dtype}".replace("torch.", "") + (" (e4m3 P)" if fp8_p(case) else "")
     WORST[key] = max(WORST.get(key, 0.0), err)
-    assert err < TOLERANCE, f"{case}: relative error {err:.3e}"
+    assert err < (FP8_P_TOLERANCE if fp8_p(case) else TOLERANCE), f"{case}: relative error {err:.3e}"
 
 
 @pytest.mark.parametrize("name", CASES)
