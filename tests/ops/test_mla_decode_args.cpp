@@ -391,6 +391,35 @@ TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, plans on 
   CHECK(mla_decode_plan(portable, h100()).smem_bytes > mla_decode_plan(fp8, h100()).smem_bytes);
 }
 
+TEST_CASE("fp8 Q over an fp8 cache with two row blocks or more runs on the fp8 tensor cores (hopper)", "[mla][args]") {
+  constexpr int fp8_row = XQAJIT_MLA_QK_DIM;
+  // Which specs: fp8 Q, a plain fp8 cache, 128 rows or more, dense.
+  static_assert(xqajit_mla_hopper_qgmma(128, 1, fp8_row, 1, 0), "H=128");
+  static_assert(xqajit_mla_hopper_qgmma(64, 2, fp8_row, 1, 0) && xqajit_mla_hopper_qgmma(32, 4, fp8_row, 1, 0),
+                "two row blocks at q_len > 1");
+  static_assert(!xqajit_mla_hopper_qgmma(64, 1, fp8_row, 1, 0) && !xqajit_mla_hopper_qgmma(16, 4, fp8_row, 1, 0),
+                "one row block keeps the per-tile schedule");
+  static_assert(!xqajit_mla_hopper_qgmma(128, 1, fp8_row, 2, 0), "bf16 Q over fp8: the conversion path");
+  static_assert(!xqajit_mla_hopper_qgmma(128, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0), "fp8ds: bf16 Q");
+  static_assert(!xqajit_mla_hopper_qgmma(128, 1, fp8_row, 1, 1), "sparse: the producer");
+  // Its shared memory: Q, four raw tiles, three P, the row stats; within sm_90's opt-in limit.
+  constexpr XqajitMlaGeometry g = xqajit_mla_hopper_geometry(128, 1, 64, fp8_row, 1, 90, 0);
+  static_assert(g.smem_bytes == xqajit_mla_hopper_qgmma_smem(64) && g.stages == 2 && g.threads == 256,
+                "the QGMMA geometry");
+  // The host encodes the cache's tensor map for it (and for bf16 dense), not for the others.
+  static_assert(xqajit_mla_hopper_kv_map(128, 1, fp8_row, 1, 0) && xqajit_mla_hopper_kv_map(16, 1, fp8_row * 2, 2, 0),
+                "TMA: QGMMA and bf16 dense");
+  static_assert(!xqajit_mla_hopper_kv_map(128, 1, fp8_row, 2, 0) && !xqajit_mla_hopper_kv_map(128, 1, fp8_row * 2, 2, 1),
+                "no map: bf16 Q over fp8, sparse");
+  MlaDecodeParams p = valid_params();
+  p.input = p.kv = DType::fp8;
+  p.num_heads = 128;
+  const MlaDecodePlan plan = mla_decode_plan(p, h100());
+  CHECK(plan.spec.backend == Backend::hopper);
+  CHECK(plan.smem_bytes == static_cast<std::size_t>(g.smem_bytes));
+  CHECK(static_cast<int>(plan.smem_bytes) <= h100().max_smem_per_block_optin);
+}
+
 TEST_CASE("every fp8ds MLA spec compiles (dense and sparse; sm_89, sm_90a, sm_120a)", "[mla][nvrtc][fp8ds]") {
   xqajit::test::TempDir dir;
   // 2 head counts x 2 page sizes x 2 q_len x dense/sparse x 3 archs = 48 portable kernels.
