@@ -139,6 +139,21 @@ __device__ __forceinline__ void pv8(float (&ot)[4][32], const u32 (&v)[2][4][4],
     for (int mb = 0; mb < 4; ++mb) wgmma_m64n64k32_e4m3_rs(ot[mb], v[ks][mb], wgmma_desc_sw128(p + ks * 32, 16, 1024));
 }
 
+// O^T as it lies in RowState::acc (the same 128 registers as O), and flat for wgmma_pin.
+__device__ __forceinline__ float (&ot_of(RowState& st))[4][32] { return reinterpret_cast<float(&)[4][32]>(st.acc); }
+__device__ __forceinline__ float (&flat_of(RowState& st))[128] { return reinterpret_cast<float(&)[128]>(st.acc); }
+
+// O^T += V^T P^T of one tile, this warpgroup's dims: the fragments loaded, the products issued
+// and committed (the caller waits).
+__device__ __forceinline__ void pv8_tile(RowState& st, const unsigned char* tile, u32 p, int wg, int rt, int lane) {
+  u32 v[2][4][4];
+  load_vt(v, tile, wg, rt, lane);
+  wgmma_pin(flat_of(st));
+  wgmma_fence();
+  pv8(ot_of(st), v, p);
+  wgmma_commit();
+}
+
 // O^T's columns are query rows: this thread holds rows 8n + 2 (lane & 3) + {0, 1} of each
 // block. Each times f0[row] (times f1[row] where given).
 __device__ __forceinline__ void rescale_ot(float (&ot)[4][32], const float* f0, const float* f1, int lane) {
@@ -192,9 +207,6 @@ struct QgStep {
   }
 };
 
-__device__ __forceinline__ float (&ot_of(RowState& st))[4][32] { return reinterpret_cast<float(&)[4][32]>(st.acc); }
-__device__ __forceinline__ float (&flat_of(RowState& st))[128] { return reinterpret_cast<float(&)[128]>(st.acc); }
-
 // Warpgroup 0's step on tile a (its S in s) and tile b (warpgroup 1's).
 template <bool kSteady>
 __device__ __forceinline__ void qg_wg0_step(float (&s)[8][4], RowState& st, const QgmmaSmem& sm,
@@ -207,26 +219,8 @@ __device__ __forceinline__ void qg_wg0_step(float (&s)[8][4], RowState& st, cons
 
   // softmax(S_a) against the running max: max0, scale0.
   const int start_a = sp.split_begin + a * kTile;
-  scale_and_mask(s, start_a, !kSteady && tile_needs_mask(start_a, sp.split_end, sp.draft_begin), sp.split_end,
-                 sp.draft_begin, st.bits, sp.logit_scale_log2, lane & 3);
-  float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)};
-  quad_tile_max(s, m);
-  float base[2], scale0[2], sum[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float old = sm.max[r0 + 8 * h];
-    m[h] = fmaxf(old, m[h]);
-    base[h] = exp_base(m[h]);
-    scale0[h] = fast_exp2(old - base[h]);
-  }
-  __syncwarp();  // the quad has read the old max
-  if ((lane & 3) == 0)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) sm.max[r0 + 8 * h] = m[h], sm.scale0[r0 + 8 * h] = scale0[h];
-  named_barrier_arrive(kScale0Ready, kThreads);
-  exponentiate(s, base, sum);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) st.row_sum[h] = st.row_sum[h] * scale0[h] + sum[h];
+  float scale0[2];
+  softmax_max0<kSteady>(s, st, sm.max, sm.scale0, sp, start_a, r0, lane, scale0);
 
   // P_a on max0 -> P_a0; O0 onto max0; O0 += V_a^T P_a0.
   const float own[2] = {kPScale, kPScale};
@@ -236,14 +230,7 @@ __device__ __forceinline__ void qg_wg0_step(float (&s)[8][4], RowState& st, cons
   fence_proxy_async();
   named_barrier_sync(kWarpgroupLocal, 128);  // P_a0, every row's scale0, the zeroed keys
   rescale_ot(ot, sm.scale0, nullptr, lane);
-  {
-    u32 v[2][4][4];
-    load_vt(v, sm.ptr(sm.buf(ba)), 0, rt, lane);
-    wgmma_pin(flat_of(st));
-    wgmma_fence();
-    pv8(ot, v, sm.pa0);
-    wgmma_commit();
-  }
+  pv8_tile(st, sm.ptr(sm.buf(ba)), sm.pa0, 0, rt, lane);
 
   // Warpgroup 1's max1 -> P_a for its product; O0 onto max1. Every thread of ours has its
   // V_a (the barrier): buf0's blocks 0-1 are free.
@@ -268,12 +255,7 @@ __device__ __forceinline__ void qg_wg0_step(float (&s)[8][4], RowState& st, cons
       zero_raw_cols_tail<0, kVtBlocks>(sm.ptr(sm.buf(bb)), valid_b, tid_wg);
       named_barrier_sync(kWarpgroupLocal, 128);
     }
-    u32 v[2][4][4];
-    load_vt(v, sm.ptr(sm.buf(bb)), 0, rt, lane);
-    wgmma_pin(flat_of(st));
-    wgmma_fence();
-    pv8(ot, v, sm.pb);
-    wgmma_commit();
+    pv8_tile(st, sm.ptr(sm.buf(bb)), sm.pb, 0, rt, lane);
   }
   float(&d)[32] = reinterpret_cast<float(&)[32]>(s);
   if (step.has_a2) {
@@ -298,32 +280,10 @@ __device__ __forceinline__ void qg_wg1_step(float (&s)[8][4], RowState& st, cons
   const int ba = step.ba, bb = ba + 1, na = ba ^ 2, nb = na + 1;
   float(&ot)[4][32] = ot_of(st);
 
-  // softmax(S_b) against max0: max1, scale1.
+  // softmax(S_b) against max0: max1, scale1 (O1 is rescaled below, from every row's factors).
   const int start_b = sp.split_begin + (a + 1) * kTile;
-  float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)};
-  if (step.has_b) {
-    scale_and_mask(s, start_b, !kSteady && tile_needs_mask(start_b, sp.split_end, sp.draft_begin), sp.split_end,
-                   sp.draft_begin, st.bits, sp.logit_scale_log2, lane & 3);
-    quad_tile_max(s, m);
-  }
-  named_barrier_sync(kScale0Ready, kThreads);
-  float base[2], scale1[2], carry[2], sum[2] = {0.f, 0.f};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float max0 = sm.max[r0 + 8 * h];
-    m[h] = fmaxf(max0, m[h]);
-    base[h] = exp_base(m[h]);
-    scale1[h] = fast_exp2(max0 - base[h]);
-    carry[h] = sm.scale0[r0 + 8 * h] * scale1[h];
-  }
-  __syncwarp();
-  if ((lane & 3) == 0)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) sm.max[r0 + 8 * h] = m[h], sm.scale1[r0 + 8 * h] = scale1[h];
-  named_barrier_arrive(kScale1Ready, kThreads);
-  if (step.has_b) exponentiate(s, base, sum);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) st.row_sum[h] = st.row_sum[h] * carry[h] + sum[h];
+  float carry[2];
+  softmax_max1<kSteady>(s, st, sm.max, sm.scale0, sm.scale1, sp, start_b, step.has_b, r0, lane, carry);
 
   // P_b -> shared memory (both warpgroups' products); O1 onto max1 (it reads scale0 before
   // warpgroup 0 may pass P1Ready and overwrite it); O1 += V_b^T P_b.
@@ -337,14 +297,7 @@ __device__ __forceinline__ void qg_wg1_step(float (&s)[8][4], RowState& st, cons
   named_barrier_sync(kWarpgroupLocal + 1, 128);  // P_b, every row's scale1, the zeroed keys
   rescale_ot(ot, sm.scale0, sm.scale1, lane);
   named_barrier_arrive(kP1Ready, kThreads);
-  if (step.has_b) {
-    u32 v[2][4][4];
-    load_vt(v, sm.ptr(sm.buf(bb)), 1, rt, lane);
-    wgmma_pin(flat_of(st));
-    wgmma_fence();
-    pv8(ot, v, sm.pb);
-    wgmma_commit();
-  }
+  if (step.has_b) pv8_tile(st, sm.ptr(sm.buf(bb)), sm.pb, 1, rt, lane);
 
   // O1 += V_a^T P_a1.
   named_barrier_sync(kP0Ready, kThreads);
@@ -353,14 +306,7 @@ __device__ __forceinline__ void qg_wg1_step(float (&s)[8][4], RowState& st, cons
     zero_raw_cols_tail<kVtBlocks, 2 * kVtBlocks>(sm.ptr(sm.buf(ba)), valid_a, tid_wg);
     named_barrier_sync(kWarpgroupLocal + 1, 128);
   }
-  {
-    u32 v[2][4][4];
-    load_vt(v, sm.ptr(sm.buf(ba)), 1, rt, lane);
-    wgmma_pin(flat_of(st));
-    wgmma_fence();
-    pv8(ot, v, sm.pa1);
-    wgmma_commit();
-  }
+  pv8_tile(st, sm.ptr(sm.buf(ba)), sm.pa1, 1, rt, lane);
   named_barrier_sync(kWarpgroupLocal + 1, 128);  // every thread has V_b and V_a: blocks 2-4 are free
   if (issuer && step.has_b4) tma.issue_cols<kVtBlocks, kQ8Blocks>(step.ids_b4, sm.buf(bb), sm.bar(bb));
   if (issuer && step.has_a4) tma.issue_cols<kVtBlocks, kQ8Blocks>(step.ids_a4, sm.buf(ba), sm.bar(ba));

@@ -194,6 +194,70 @@ struct SeesawStep {
   }
 };
 
+// Warpgroup 0's softmax of tile a (its S in s, starting at key start_a) against the running
+// max: publishes max0 and scale0 = 2^(old max - max0) of rows r0, r0 + 8 and arrives on
+// kScale0Ready; s -> 2^(s - max0), the rows' sums onto max0. scale0 for the caller's O.
+// (The bf16 seesaw and the fp8 one, mla/hopper_qgmma.cuh, share it.)
+template <bool kSteady>
+__device__ __forceinline__ void softmax_max0(float (&s)[8][4], RowState& st, float* max, float* scale0_out,
+                                             const SeesawSplit& sp, int start_a, int r0, int lane,
+                                             float (&scale0)[2]) {
+  scale_and_mask(s, start_a, !kSteady && tile_needs_mask(start_a, sp.split_end, sp.draft_begin), sp.split_end,
+                 sp.draft_begin, st.bits, sp.logit_scale_log2, lane & 3);
+  float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)};
+  quad_tile_max(s, m);
+  float base[2], sum[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float old = max[r0 + 8 * h];
+    m[h] = fmaxf(old, m[h]);
+    base[h] = exp_base(m[h]);
+    scale0[h] = fast_exp2(old - base[h]);
+  }
+  __syncwarp();  // the quad has read the old max
+  if ((lane & 3) == 0)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) max[r0 + 8 * h] = m[h], scale0_out[r0 + 8 * h] = scale0[h];
+  named_barrier_arrive(kScale0Ready, kThreads);
+  exponentiate(s, base, sum);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) st.row_sum[h] = st.row_sum[h] * scale0[h] + sum[h];
+}
+
+// Warpgroup 1's softmax of tile b (its S in s, if the tile exists) against max0, once
+// kScale0Ready says max0 is there: publishes max1 and scale1 = 2^(max0 - max1) and arrives on
+// kScale1Ready; s -> 2^(s - max1), the rows' sums onto max1. carry = scale0 scale1 for the
+// caller's O.
+template <bool kSteady>
+__device__ __forceinline__ void softmax_max1(float (&s)[8][4], RowState& st, float* max, const float* scale0_in,
+                                             float* scale1_out, const SeesawSplit& sp, int start_b, bool has_b,
+                                             int r0, int lane, float (&carry)[2]) {
+  float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)};
+  if (has_b) {
+    scale_and_mask(s, start_b, !kSteady && tile_needs_mask(start_b, sp.split_end, sp.draft_begin), sp.split_end,
+                   sp.draft_begin, st.bits, sp.logit_scale_log2, lane & 3);
+    quad_tile_max(s, m);
+  }
+  named_barrier_sync(kScale0Ready, kThreads);
+  float base[2], scale1[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float max0 = max[r0 + 8 * h];
+    m[h] = fmaxf(max0, m[h]);
+    base[h] = exp_base(m[h]);
+    scale1[h] = fast_exp2(max0 - base[h]);
+    carry[h] = scale0_in[r0 + 8 * h] * scale1[h];
+  }
+  __syncwarp();
+  if ((lane & 3) == 0)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) max[r0 + 8 * h] = m[h], scale1_out[r0 + 8 * h] = scale1[h];
+  named_barrier_arrive(kScale1Ready, kThreads);
+  if (has_b) exponentiate(s, base, sum);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) st.row_sum[h] = st.row_sum[h] * carry[h] + sum[h];
+}
+
 // Warpgroup 0's step on tile a (its S in s) and tile b (warpgroup 1's). kSteady: both
 // tiles are whole and need no mask, and the next two exist (seesaw_split).
 template <bool kSteady>
@@ -207,26 +271,8 @@ __device__ __forceinline__ void wg0_step(float (&s)[8][4], RowState& st, const S
 
   // softmax(S_a) against the running max: max0, scale0.
   const int start_a = sp.split_begin + a * kTile;
-  scale_and_mask(s, start_a, !kSteady && tile_needs_mask(start_a, sp.split_end, sp.draft_begin), sp.split_end,
-                 sp.draft_begin, st.bits, sp.logit_scale_log2, lane & 3);
-  float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)};
-  quad_tile_max(s, m);
-  float base[2], scale0[2], sum[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float old = sm.max[r0 + 8 * h];
-    m[h] = fmaxf(old, m[h]);
-    base[h] = exp_base(m[h]);
-    scale0[h] = fast_exp2(old - base[h]);
-  }
-  __syncwarp();  // the quad has read the old max
-  if ((lane & 3) == 0)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) sm.max[r0 + 8 * h] = m[h], sm.scale0[r0 + 8 * h] = scale0[h];
-  named_barrier_arrive(kScale0Ready, kThreads);
-  exponentiate(s, base, sum);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) st.row_sum[h] = st.row_sum[h] * scale0[h] + sum[h];
+  float scale0[2];
+  softmax_max0<kSteady>(s, st, sm.max, sm.scale0, sp, start_a, r0, lane, scale0);
   rescale_rows(st.acc, scale0);
 
   // O0 += P_a V_a[:, :256].
@@ -299,30 +345,8 @@ __device__ __forceinline__ void wg1_step(float (&s)[8][4], RowState& st, const S
 
   // softmax(S_b) against max0: max1, scale1; O1 and the sums onto max1.
   const int start_b = sp.split_begin + (a + 1) * kTile;
-  float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)};
-  if (step.has_b) {
-    scale_and_mask(s, start_b, !kSteady && tile_needs_mask(start_b, sp.split_end, sp.draft_begin), sp.split_end,
-                   sp.draft_begin, st.bits, sp.logit_scale_log2, lane & 3);
-    quad_tile_max(s, m);
-  }
-  named_barrier_sync(kScale0Ready, kThreads);
-  float base[2], scale1[2], carry[2], sum[2] = {0.f, 0.f};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float max0 = sm.max[r0 + 8 * h];
-    m[h] = fmaxf(max0, m[h]);
-    base[h] = exp_base(m[h]);
-    scale1[h] = fast_exp2(max0 - base[h]);
-    carry[h] = sm.scale0[r0 + 8 * h] * scale1[h];
-  }
-  __syncwarp();
-  if ((lane & 3) == 0)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) sm.max[r0 + 8 * h] = m[h], sm.scale1[r0 + 8 * h] = scale1[h];
-  named_barrier_arrive(kScale1Ready, kThreads);
-  if (step.has_b) exponentiate(s, base, sum);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) st.row_sum[h] = st.row_sum[h] * carry[h] + sum[h];
+  float carry[2];
+  softmax_max1<kSteady>(s, st, sm.max, sm.scale0, sm.scale1, sp, start_b, step.has_b, r0, lane, carry);
   rescale_rows(st.acc, carry);
 
   // P_b -> shared memory for warpgroup 0; O1 += P_b V_b[:, 256:].
