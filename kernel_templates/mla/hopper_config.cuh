@@ -30,7 +30,7 @@ constexpr int kWgDims = kV / 2;        // output dims of one warpgroup (the wgmm
 // warpgroup where xqajit_mla_hopper_producer says so (mla/hopper_producer.cuh), else, and
 // dense fp8 rows, by cp.async from the math threads (mla/hopper_loads.cuh).
 constexpr bool kTma = xqajit_mla_hopper_tma(kCacheBytes, MLA_SPARSE);
-// fp8 Q and a plain fp8 cache, two row blocks or more: the fp8 tensor cores (m35,
+// fp8 Q and a plain fp8 cache, 32 rows or more: the fp8 tensor cores (m35, m37,
 // mla/hopper_qgmma.cuh), raw tiles by TMA.
 constexpr bool kQgmma = xqajit_mla_hopper_qgmma(kHeads, kQLen, kRawRowBytes, kFp8Q ? 1 : 2, MLA_SPARSE);
 constexpr bool kProducer = kBlockThreads > kThreads;
@@ -58,18 +58,23 @@ constexpr int kP8Bytes = kR * 128;                 // one P (64 rows x 64 keys, 
 
 // Shared-memory map (bytes from the 1024-aligned base).
 constexpr int kQOff = 0;
-constexpr int kRawOff = kQOff + (kQgmma ? kQ8Blocks * kR * 128 : kQBytes);
+constexpr int kRawOff = kQOff + kQBytes;
+// The QGMMA schedule's own map over the same memory (its specs' short splits run the
+// per-tile schedule on the map above): Q, four raw tiles, three P, the row stats.
 constexpr int kQgBuffers = kXqajitMlaHopperQgBuffers;
-constexpr int kQgP8Off = kRawOff + kQgBuffers * kK8Bytes;      // QGMMA: P_a (own), P_a (rescaled), P_b
-constexpr int kQgStatsOff = kQgP8Off + 3 * kP8Bytes;  // QGMMA: row max, scale0, scale1
+constexpr int kQgRawOff = kQ8Blocks * kR * 128;
+constexpr int kQgP8Off = kQgRawOff + kQgBuffers * kK8Bytes;  // P_a (own), P_a (rescaled), P_b
+constexpr int kQgStatsOff = kQgP8Off + 3 * kP8Bytes;        // row max, scale0, scale1
+constexpr int kQgEnd = kQgStatsOff + 3 * kR * 4;
 // One pipeline stage: a raw tile as it lands, or (producer) a bf16 tile buffer.
 constexpr int kBufBytes = kProducer ? kTile16Bytes : kRawStageBytes;
 constexpr int kTile16Off = kRawOff + kStages * kBufBytes;  // fp8 cache, cp.async path only
 constexpr int kXchgOff = kTile16Off + (kFp8Cache && !kProducer && !kNarrowFp8 ? kTile16Bytes : 0);  // the warpgroups' exchange
 constexpr int kP0Off = kTile16Off;                                      // bf16: the seesaw's P0 and row stats
 constexpr int kStatsOff = kP0Off + kR * kTile * 2;
-constexpr int kSmemEnd =
-    kQgmma ? kQgStatsOff + 3 * kR * 4 : kTma ? kP0Off + xqajit_mla_hopper_seesaw_bytes(kTile) : kXchgOff + xqajit_mla_hopper_exchange_bytes(kTile);
+constexpr int kTileSmemEnd =
+    kTma ? kP0Off + xqajit_mla_hopper_seesaw_bytes(kTile) : kXchgOff + xqajit_mla_hopper_exchange_bytes(kTile);
+constexpr int kSmemEnd = kQgmma && kQgEnd > kTileSmemEnd ? kQgEnd : kTileSmemEnd;
 
 // bf16 and two row blocks or more (the compute-bound MLA: each tile is read by two CTAs,
 // the second from L2): a split of more tiles than kSeesawMinTiles runs the seesaw, a
@@ -77,6 +82,10 @@ constexpr int kSmemEnd =
 // and keeps the per-tile schedule, whose whole tile of copy lead reads closer to the
 // copy rate on an H100 (session 21 runs 1-2, docs/MLA_HOPPER_NOTES.md m13).
 constexpr bool kSeesaw = kTma && kRows >= 2 * kR;
+// The same bound picks the QGMMA schedule (kQgmma) over the per-tile one with its bf16
+// conversion (m38): at 2 tiles a split QGMMA lost (H=128 B=1 L=8192 41.4 against 35.1 us), at
+// exactly 8 it won (B=1 L=32768 55.8 against 60.5; session 28 runs 8 and 10) -- a bound of
+// "8 or more" for it is the next thing to measure.
 constexpr int kSeesawMinTiles = 8;
 static_assert(!kTma || kXchgOff + xqajit_mla_hopper_exchange_bytes(kTile) <= kSmemEnd,
               "the per-tile schedule's exchange fits in the seesaw's shared state");

@@ -31,16 +31,20 @@ constexpr int kXqajitMlaHopperBoxCols = 64;  // one 128-byte swizzle row of bf16
 constexpr int kXqajitMlaHopperBoxBytes = 128;
 constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache_bytes == 2 && !sparse; }
 
-// An fp8 Q over a plain fp8 cache (per-tensor scales) with two row blocks or more (the
-// compute-bound MLA: H=128, or H=64 at q_len 2) runs on the fp8 tensor cores (m35,
-// mla/hopper_qgmma.cuh): S = Q K^T and O^T += V^T P^T as e4m3 wgmmas, the raw tiles by
-// TMA (boxes of 128 bytes), nothing converted but P. Its shared memory:
+// An fp8 Q over a plain fp8 cache (per-tensor scales) with 32 rows or more runs on the fp8
+// tensor cores (m35, mla/hopper_qgmma.cuh): S = Q K^T and O^T += V^T P^T as e4m3 wgmmas, the
+// raw tiles by TMA (boxes of 128 bytes), nothing converted but P. m35 took two row blocks or
+// more (H=128); m37 every CTA of 32 rows or more (H=32/64, H=16 at q_len >= 2), whose per-tile
+// conversion path ran ~2 x slower (16 rows keep the narrow schedule). Splits of 8 tiles or
+// fewer (kSeesawMinTiles) run the per-tile schedule with its bf16 conversion instead (m38:
+// the seesaw's fixed cost a split made B=1 slower), so the CTA's shared memory holds either
+// map. The QGMMA map:
 //   [Q: 5 x 64 x 128 B][4 x tile: 5 x 64 x 128 B][3 x P: 64 x 128 B][row max, 2 scales]
 // (576 bytes a row in five 128-byte column blocks, the last half zeros).
 constexpr int kXqajitMlaHopperQ8Blocks = 5;
 constexpr int kXqajitMlaHopperQgBuffers = 4;  // tiles a + 4, a + 5 in flight under a step's two
 constexpr bool xqajit_mla_hopper_qgmma(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
-  return q_bytes == 1 && row_bytes == XQAJIT_MLA_QK_DIM && !sparse && heads * q_len >= 2 * kXqajitMlaHopperRows;
+  return q_bytes == 1 && row_bytes == XQAJIT_MLA_QK_DIM && !sparse && heads * q_len >= 32;
 }
 constexpr int xqajit_mla_hopper_qgmma_smem(int kv_tile) {
   return 1024 + kXqajitMlaHopperQ8Blocks * 128 * (kXqajitMlaHopperRows + kXqajitMlaHopperQgBuffers * kv_tile) +
@@ -138,9 +142,10 @@ constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int
     while (stages < kXqajitMlaHopperMaxStages &&
            xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages + 1, 0, true) <= budget)
       ++stages;
-  g.smem_bytes = xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, q_bytes, sparse)
-                     ? xqajit_mla_hopper_qgmma_smem(kv_tile)
-                     : xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages, producer, narrow_fp8);
+  g.smem_bytes = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages, producer, narrow_fp8);
+  if (xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, q_bytes, sparse) &&
+      xqajit_mla_hopper_qgmma_smem(kv_tile) > g.smem_bytes)
+    g.smem_bytes = xqajit_mla_hopper_qgmma_smem(kv_tile);  // either schedule's map fits
   g.stages = builds && g.smem_bytes <= budget ? stages : 0;
   g.merge_bytes = g.smem_bytes - 1024;
   return g;

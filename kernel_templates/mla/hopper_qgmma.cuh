@@ -1,7 +1,7 @@
 #pragma once
-// Hopper MLA backend, fp8 Q over a plain fp8 cache with two row blocks or more (the
-// compute-bound MLA): the seesaw of mla/hopper_seesaw.cuh on the fp8 tensor cores
-// (m35). Both products are e4m3 wgmmas, at twice the bf16 rate, and nothing is
+// Hopper MLA backend, fp8 Q over a plain fp8 cache, CTAs of 32 rows or more (m35: two row
+// blocks or more, the compute-bound MLA; m37: one): the seesaw of mla/hopper_seesaw.cuh on
+// the fp8 tensor cores. Both products are e4m3 wgmmas, at twice the bf16 rate, and nothing is
 // dequantised:
 //   S = Q K^T       m64n64k32, A = Q and B = the raw tile, both K-major as they lie
 //                   (the tile by TMA: five 128-byte column blocks a row, 128-byte
@@ -387,7 +387,7 @@ __device__ __forceinline__ void qgmma_cta(RowState& st, const XqajitMlaArgs& arg
   QgmmaSmem sm;
   sm.base = smem;
   sm.q = smem_addr(smem + kQOff);
-  sm.buf0 = smem_addr(smem + kRawOff);
+  sm.buf0 = smem_addr(smem + kQgRawOff);
   sm.pa0 = smem_addr(smem + kQgP8Off), sm.pa1 = sm.pa0 + kP8Bytes, sm.pb = sm.pa1 + kP8Bytes;
   sm.max = reinterpret_cast<float*>(smem + kQgStatsOff);
   sm.scale0 = sm.max + kR;

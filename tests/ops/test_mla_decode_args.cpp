@@ -391,14 +391,16 @@ TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, plans on 
   CHECK(mla_decode_plan(portable, h100()).smem_bytes > mla_decode_plan(fp8, h100()).smem_bytes);
 }
 
-TEST_CASE("fp8 Q over an fp8 cache with two row blocks or more runs on the fp8 tensor cores (hopper)", "[mla][args]") {
+TEST_CASE("fp8 Q over an fp8 cache of 32 rows or more runs on the fp8 tensor cores (hopper)", "[mla][args]") {
   constexpr int fp8_row = XQAJIT_MLA_QK_DIM;
   // Which specs: fp8 Q, a plain fp8 cache, 128 rows or more, dense.
   static_assert(xqajit_mla_hopper_qgmma(128, 1, fp8_row, 1, 0), "H=128");
   static_assert(xqajit_mla_hopper_qgmma(64, 2, fp8_row, 1, 0) && xqajit_mla_hopper_qgmma(32, 4, fp8_row, 1, 0),
                 "two row blocks at q_len > 1");
-  static_assert(!xqajit_mla_hopper_qgmma(64, 1, fp8_row, 1, 0) && !xqajit_mla_hopper_qgmma(16, 4, fp8_row, 1, 0),
-                "one row block keeps the per-tile schedule");
+  static_assert(xqajit_mla_hopper_qgmma(64, 1, fp8_row, 1, 0) && xqajit_mla_hopper_qgmma(32, 1, fp8_row, 1, 0) &&
+                    xqajit_mla_hopper_qgmma(16, 2, fp8_row, 1, 0),
+                "one row block of 32 rows or more (m37)");
+  static_assert(!xqajit_mla_hopper_qgmma(16, 1, fp8_row, 1, 0), "16 rows: the narrow schedule");
   static_assert(!xqajit_mla_hopper_qgmma(128, 1, fp8_row, 2, 0), "bf16 Q over fp8: the conversion path");
   static_assert(!xqajit_mla_hopper_qgmma(128, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0), "fp8ds: bf16 Q");
   static_assert(!xqajit_mla_hopper_qgmma(128, 1, fp8_row, 1, 1), "sparse: the producer");

@@ -11,14 +11,14 @@ from capture import assert_compiled_matches_eager, captured, replays
 from mla_problem import FP8, MlaCase, make_mla_problem, mla_kwargs, reference_mla, relative_error
 
 TOLERANCE = 2e-2  # relative L2 error; the C++ GPU suite's worst over 378 cases was 2.35e-3
-# fp8 Q and cache with two 64-row blocks or more run on the fp8 tensor cores with P itself
-# in e4m3 (kernel_templates/mla/hopper_qgmma.cuh): the C++ suite's worst was 1.95e-2.
+# fp8 Q and cache of 32 rows or more run on the fp8 tensor cores with P itself in e4m3
+# (kernel_templates/mla/hopper_qgmma.cuh): the C++ suite's worst was 2.2e-2.
 FP8_P_TOLERANCE = 6e-2
 
 
 def fp8_p(case: MlaCase) -> bool:
     return (case.backend != "portable" and case.dtype == FP8 and case.kv_dtype == FP8
-            and case.heads * case.q_len >= 128 and torch.cuda.get_device_capability() == (9, 0))
+            and case.heads * case.q_len >= 32 and torch.cuda.get_device_capability() == (9, 0))
 WORST: dict = {}
 
 CASES = {
