@@ -17,17 +17,18 @@
 // row 16 w + g + 8 h (warp w, lane / 4 = g) is dim 64 w + 8 g + 4 h + mb, so that one
 // thread's eight A rows are eight consecutive dims, one 8-byte load a key.
 //
-// The step (tiles a = 2j in buffer 0, b = a + 1 in buffer 1) is the bf16 seesaw's, but
-// every P reaches the products through shared memory, so warpgroup 0 stores P_a twice:
-// on max0 for its own product, and on max1 for warpgroup 1's.
+// The step (tiles a = 2j in buffer a & 3, b = a + 1 in the next; four buffers, so the tiles
+// that refill them, a + 4 and a + 5, have a whole step more to land than with two: m35b) is the
+// bf16 seesaw's, but every P reaches the products through shared memory, so warpgroup 0
+// stores P_a twice: on max0 for its own product, and on max1 for warpgroup 1's.
 //   warpgroup 0                               warpgroup 1
 //   softmax(S_a): max0, scale0 ->             (waits scale0)
 //   P_a -> P_a0; O0 *= scale0                 softmax(S_b): max1, scale1 ->
 //   O0 += V_a^T P_a0 (dims 0-255)             P_b ->; O1 *= scale0 scale1
-//   (waits scale1) refill buf0 blocks 0-1     O1 += V_b^T P_b (dims 256-511)
+//   (waits scale1) a + 4 -> a's blocks 0-1    O1 += V_b^T P_b (dims 256-511)
 //   P_a scale1 -> P_a1 ->; O0 *= scale1       (waits P_a1) O1 += V_a^T P_a1
-//   (waits P_b) O0 += V_b^T P_b               refill buf1 and buf0 blocks 2-4
-//   refill buf1 blocks 0-1; S_a+2             S_b+2
+//   (waits P_b) O0 += V_b^T P_b               b + 4, a + 4 -> blocks 2-4
+//   b + 4 -> b's blocks 0-1; S_a+2            S_b+2
 // V^T is read by ld.shared into registers, so a buffer's V blocks are free once every
 // thread of the warpgroup has its fragments (a barrier), not when the product is done.
 
