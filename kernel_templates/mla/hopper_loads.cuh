@@ -149,8 +149,9 @@ __device__ __forceinline__ void zero_tile_tail(unsigned char* tile, int valid, i
   }
 }
 
-// Keys `valid`.. of column blocks kFirst..kLast-1 of a landed bf16 tile -> zeros, by the
-// 128 threads of one warpgroup (the seesaw: each zeroes the V blocks it reads itself).
+// Keys `valid`.. of 128-byte column blocks kFirst..kLast-1 of a landed tile (bf16, or the
+// QGMMA schedule's raw e4m3) -> zeros, by the 128 threads of one warpgroup (the seesaws:
+// each zeroes the V blocks it reads itself).
 template <int kFirst, int kLast>
 __device__ __forceinline__ void zero_cols_tail(unsigned char* tile, int valid, int tid_wg) {
   constexpr int kChunks = (kLast - kFirst) * (kColBlock * 2 / 16);

@@ -174,18 +174,6 @@ __device__ __forceinline__ void rescale_ot(float (&ot)[4][32], const float* f0, 
   }
 }
 
-// Keys `valid`.. of 128-byte column blocks kFirst..kLast-1 of a landed raw tile -> zeros,
-// by one warpgroup (the split's last tile: unused page slots may hold NaN, and P = 0 times
-// NaN is NaN). Read back by ld.shared only: a warpgroup barrier orders it.
-template <int kFirst, int kLast>
-__device__ __forceinline__ void zero_raw_cols_tail(unsigned char* tile, int valid, int tid_wg) {
-  constexpr int kChunks = (kLast - kFirst) * 8;
-  for (int i = valid * kChunks + tid_wg; i < kTile * kChunks; i += 128) {
-    const int key = i / kChunks, chunk = kFirst * 8 + i % kChunks;
-    *reinterpret_cast<U32x4*>(tile + sw128_offset(key, chunk, kTile)) = U32x4{0, 0, 0, 0};
-  }
-}
-
 // What a step knows of its tiles (a = 2j in buffer ba = a & 3, b = a + 1 in ba + 1), of the
 // next two (S in the other pair of buffers) and of the two it refills its buffers with, a + 4
 // and a + 5 (the issuing thread reads their page ids at the step's start). kSteady: a, b and
@@ -227,7 +215,7 @@ __device__ __forceinline__ void qg_wg0_step(float (&s)[8][4], RowState& st, cons
   const float own[2] = {kPScale, kPScale};
   store_p8(sm.ptr(sm.pa0), s, own, rt, lane);
   const int valid_a = sp.split_end - start_a;
-  if (!kSteady && valid_a < kTile) zero_raw_cols_tail<0, kVtBlocks>(sm.ptr(sm.buf(ba)), valid_a, tid_wg);
+  if (!kSteady && valid_a < kTile) zero_cols_tail<0, kVtBlocks>(sm.ptr(sm.buf(ba)), valid_a, tid_wg);
   fence_proxy_async();
   named_barrier_sync(kWarpgroupLocal, 128);  // P_a0, every row's scale0, the zeroed keys
   rescale_ot(ot, sm.scale0, nullptr, lane);
@@ -253,7 +241,7 @@ __device__ __forceinline__ void qg_wg0_step(float (&s)[8][4], RowState& st, cons
   if (step.has_b) {
     const int valid_b = valid_a - kTile;
     if (!kSteady && valid_b < kTile) {
-      zero_raw_cols_tail<0, kVtBlocks>(sm.ptr(sm.buf(bb)), valid_b, tid_wg);
+      zero_cols_tail<0, kVtBlocks>(sm.ptr(sm.buf(bb)), valid_b, tid_wg);
       named_barrier_sync(kWarpgroupLocal, 128);
     }
     pv8_tile(st, sm.ptr(sm.buf(bb)), sm.pb, 0, rt, lane);
@@ -292,7 +280,7 @@ __device__ __forceinline__ void qg_wg1_step(float (&s)[8][4], RowState& st, cons
   if (step.has_b) {
     const float one[2] = {kPScale, kPScale};
     store_p8(sm.ptr(sm.pb), s, one, rt, lane);
-    if (!kSteady && valid_b < kTile) zero_raw_cols_tail<kVtBlocks, 2 * kVtBlocks>(sm.ptr(sm.buf(bb)), valid_b, tid_wg);
+    if (!kSteady && valid_b < kTile) zero_cols_tail<kVtBlocks, 2 * kVtBlocks>(sm.ptr(sm.buf(bb)), valid_b, tid_wg);
   }
   fence_proxy_async();
   named_barrier_sync(kWarpgroupLocal + 1, 128);  // P_b, every row's scale1, the zeroed keys
@@ -304,7 +292,7 @@ __device__ __forceinline__ void qg_wg1_step(float (&s)[8][4], RowState& st, cons
   named_barrier_sync(kP0Ready, kThreads);
   const int valid_a = valid_b + kTile;
   if (!kSteady && valid_a < kTile) {
-    zero_raw_cols_tail<kVtBlocks, 2 * kVtBlocks>(sm.ptr(sm.buf(ba)), valid_a, tid_wg);
+    zero_cols_tail<kVtBlocks, 2 * kVtBlocks>(sm.ptr(sm.buf(ba)), valid_a, tid_wg);
     named_barrier_sync(kWarpgroupLocal + 1, 128);
   }
   pv8_tile(st, sm.ptr(sm.buf(ba)), sm.pa1, 1, rt, lane);
