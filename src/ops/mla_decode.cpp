@@ -56,9 +56,14 @@ Strides resolved_strides(const MlaDecodeParams& p) {
   return s;
 }
 
+// Bytes of one cached latent row as it lands (xqajit_mla_row_bytes): what the geometry and
+// the hopper kernel's load path are chosen by.
+int row_bytes_of(const KernelSpec& spec) {
+  return xqajit_mla_row_bytes(dtype_bytes(spec.kv), spec.kv == DType::fp8ds ? 1 : 0);
+}
+
 XqajitMlaGeometry geometry(const KernelSpec& spec) {
-  const int cache_bytes = dtype_bytes(spec.kv), q_bytes = dtype_bytes(spec.input);
-  const int row_bytes = xqajit_mla_row_bytes(cache_bytes, spec.kv == DType::fp8ds ? 1 : 0);
+  const int q_bytes = dtype_bytes(spec.input), row_bytes = row_bytes_of(spec);
   if (spec.backend == Backend::hopper) {
     return xqajit_mla_hopper_geometry(spec.group, spec.q_len, spec.kv_tile, row_bytes, q_bytes,
                                       spec.arch.number(), spec.sparse ? 1 : 0);
@@ -271,10 +276,9 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
     if (driver.clusters_fit(kernel, split)) config = split;
   }
   XqajitTensorMap kv_map{};  // by value after args: the hopper kernel's second parameter
-  const int row_bytes = xqajit_mla_row_bytes(dtype_bytes(plan.spec.kv), plan.spec.kv == DType::fp8ds ? 1 : 0);
   if (plan.spec.backend == Backend::hopper &&
-      xqajit_mla_hopper_kv_map(plan.spec.group, plan.spec.q_len, row_bytes, dtype_bytes(plan.spec.input),
-                               is_sparse(p) ? 1 : 0))
+      xqajit_mla_hopper_kv_map(plan.spec.group, plan.spec.q_len, row_bytes_of(plan.spec),
+                               dtype_bytes(plan.spec.input), is_sparse(p) ? 1 : 0))
     kv_map = kv_tensor_map(p, s, driver);
   void* params[] = {&args, &kv_map};  // a kernel reads as many as it declares
   driver.launch(kernel, config, stream, params);
