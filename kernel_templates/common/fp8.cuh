@@ -43,6 +43,21 @@ __device__ __forceinline__ void transpose_bytes4(const u32 (&in)[4], u32 (&out)[
   out[2] = prmt(t2, t3, 0x5410u), out[3] = prmt(t2, t3, 0x7632u);
 }
 
+// (a, b) -> hi + lo as e4m3 pairs (the lower value in the low byte): hi = e4m3(x), lo =
+// e4m3(x - hi), through fp16. Two e4m3 wgmmas over hi and lo then carry ~8 significant bits
+// (2^-8 relative) with an absolute floor of 2^-10, about bf16's precision, for values up to 448
+// (mla/hopper_qgmma.cuh: a bf16 Q and P on the fp8 tensor cores).
+__device__ __forceinline__ void f32x2_to_e4m3x2_split(float a, float b, u16& hi, u16& lo) {
+  asm("{.reg .b32 x, h;\n\t"
+      "cvt.rn.f16x2.f32 x, %3, %2;\n\t"
+      "cvt.rn.satfinite.e4m3x2.f16x2 %0, x;\n\t"
+      "cvt.rn.f16x2.e4m3x2 h, %0;\n\t"
+      "sub.rn.f16x2 x, x, h;\n\t"
+      "cvt.rn.satfinite.e4m3x2.f16x2 %1, x;}"
+      : "=h"(hi), "=h"(lo)
+      : "f"(a), "f"(b));
+}
+
 // Raw fp8 tiles ([key][head_dim] bytes, kChunks 16-byte chunks a row) swizzle
 // their chunks per key row. K fragments read 16 bytes of two adjacent key rows
 // per phase (flip chunk bit 2 on odd rows); V fragments read 4-byte words of key

@@ -30,9 +30,10 @@ constexpr int kWgDims = kV / 2;        // output dims of one warpgroup (the wgmm
 // warpgroup where xqajit_mla_hopper_producer says so (mla/hopper_producer.cuh), else, and
 // dense fp8 rows, by cp.async from the math threads (mla/hopper_loads.cuh).
 constexpr bool kTma = xqajit_mla_hopper_tma(kCacheBytes, MLA_SPARSE);
-// fp8 Q and a plain fp8 cache, 32 rows or more: the fp8 tensor cores (m35, m37,
-// mla/hopper_qgmma.cuh), raw tiles by TMA.
+// A plain fp8 cache, 32 rows or more: the fp8 tensor cores (m35, m37, mla/hopper_qgmma.cuh),
+// raw tiles by TMA; a bf16 Q split into two e4m3 planes (m39), as P then is too.
 constexpr bool kQgmma = xqajit_mla_hopper_qgmma(kHeads, kQLen, kRawRowBytes, kFp8Q ? 1 : 2, MLA_SPARSE);
+constexpr bool kQgSplit = kQgmma && !kFp8Q;
 constexpr bool kProducer = kBlockThreads > kThreads;
 // H=128 sparse: the token's two row blocks are one cluster and split each tile's gather.
 constexpr int kRowCluster = xqajit_mla_hopper_row_cluster(kHeads, MLA_SPARSE);
@@ -60,12 +61,15 @@ constexpr int kP8Bytes = kR * 128;                 // one P (64 rows x 64 keys, 
 constexpr int kQOff = 0;
 constexpr int kRawOff = kQOff + kQBytes;
 // The QGMMA schedule's own map over the same memory (its specs' short splits run the
-// per-tile schedule on the map above): Q, four raw tiles, three P, the row stats.
-constexpr int kQgBuffers = kXqajitMlaHopperQgBuffers;
-constexpr int kQgRawOff = kQ8Blocks * kR * 128;
+// per-tile schedule on the map above): Q's planes, the raw tile buffers, three P, the row
+// stats (and a split Q's row scales).
+constexpr int kQgPlanes = xqajit_mla_hopper_qgmma_planes(kFp8Q ? 1 : 2);
+constexpr int kQgBuffers = xqajit_mla_hopper_qgmma_buffers(kFp8Q ? 1 : 2);
+constexpr int kQ8PlaneBytes = kQ8Blocks * kR * 128;
+constexpr int kQgRawOff = kQgPlanes * kQ8PlaneBytes;
 constexpr int kQgP8Off = kQgRawOff + kQgBuffers * kK8Bytes;  // P_a (own), P_a (rescaled), P_b
-constexpr int kQgStatsOff = kQgP8Off + 3 * kP8Bytes;        // row max, scale0, scale1
-constexpr int kQgEnd = kQgStatsOff + 3 * kR * 4;
+constexpr int kQgStatsOff = kQgP8Off + 3 * kP8Bytes;        // row max, scale0, scale1 (, 2^-e of Q's rows)
+constexpr int kQgEnd = kQgStatsOff + (kQgSplit ? 4 : 3) * kR * 4;
 // One pipeline stage: a raw tile as it lands, or (producer) a bf16 tile buffer.
 constexpr int kBufBytes = kProducer ? kTile16Bytes : kRawStageBytes;
 constexpr int kTile16Off = kRawOff + kStages * kBufBytes;  // fp8 cache, cp.async path only

@@ -35,20 +35,29 @@ constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache
 // tensor cores (m35, mla/hopper_qgmma.cuh): S = Q K^T and O^T += V^T P^T as e4m3 wgmmas, the
 // raw tiles by TMA (boxes of 128 bytes), nothing converted but P. m35 took two row blocks or
 // more (H=128); m37 every CTA of 32 rows or more (H=32/64, H=16 at q_len >= 2), whose per-tile
-// conversion path ran ~2 x slower (16 rows keep the narrow schedule). Splits of 8 tiles or
-// fewer (kSeesawMinTiles) run the per-tile schedule with its bf16 conversion instead (m38:
-// the seesaw's fixed cost a split made B=1 slower), so the CTA's shared memory holds either
-// map. The QGMMA map:
-//   [Q: 5 x 64 x 128 B][4 x tile: 5 x 64 x 128 B][3 x P: 64 x 128 B][row max, 2 scales]
-// (576 bytes a row in five 128-byte column blocks, the last half zeros).
+// conversion path ran ~2 x slower (16 rows keep the narrow schedule). A bf16 Q over the same
+// cache runs there too (m39): Q and P are each split into two e4m3 planes (hi + lo, ~bf16's
+// precision), so both products take twice the fp8 steps, the bf16 rate, and still nothing of
+// the cache is converted. Splits of 8 tiles or fewer (kSeesawMinTiles) run the per-tile
+// schedule with its bf16 conversion instead (m38: the seesaw's fixed cost a split made B=1
+// slower), so the CTA's shared memory holds either map. The QGMMA map:
+//   [Q: planes x 5 x 64 x 128 B][buffers x tile: 5 x 64 x 128 B][3 x P: 64 x 128 B]
+//   [row max, 2 scales (, Q's row scales)]
+// (576 bytes a row in five 128-byte column blocks, the last half zeros; a P row is 64 keys,
+// or P hi then P lo). An fp8 Q has one plane and four tile buffers (tiles a + 4, a + 5 in
+// flight under a step's two, m35b); a split Q two planes, which leave room for three.
 constexpr int kXqajitMlaHopperQ8Blocks = 5;
-constexpr int kXqajitMlaHopperQgBuffers = 4;  // tiles a + 4, a + 5 in flight under a step's two
 constexpr bool xqajit_mla_hopper_qgmma(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
-  return q_bytes == 1 && row_bytes == XQAJIT_MLA_QK_DIM && !sparse && heads * q_len >= 32;
+  return (q_bytes == 1 || q_bytes == 2) && row_bytes == XQAJIT_MLA_QK_DIM && !sparse && heads * q_len >= 32;
 }
-constexpr int xqajit_mla_hopper_qgmma_smem(int kv_tile) {
-  return 1024 + kXqajitMlaHopperQ8Blocks * 128 * (kXqajitMlaHopperRows + kXqajitMlaHopperQgBuffers * kv_tile) +
-         3 * kXqajitMlaHopperRows * 128 + 3 * kXqajitMlaHopperRows * 4;
+constexpr int xqajit_mla_hopper_qgmma_planes(int q_bytes) { return q_bytes; }
+constexpr int xqajit_mla_hopper_qgmma_buffers(int q_bytes) { return q_bytes == 1 ? 4 : 3; }
+constexpr int xqajit_mla_hopper_qgmma_smem(int kv_tile, int q_bytes) {
+  return 1024 +
+         kXqajitMlaHopperQ8Blocks * 128 *
+             (xqajit_mla_hopper_qgmma_planes(q_bytes) * kXqajitMlaHopperRows +
+              xqajit_mla_hopper_qgmma_buffers(q_bytes) * kv_tile) +
+         3 * kXqajitMlaHopperRows * 128 + (q_bytes == 1 ? 3 : 4) * kXqajitMlaHopperRows * 4;
 }
 // Whether the host encodes the cache's tensor map (boxes of 128 bytes x a page's rows).
 constexpr bool xqajit_mla_hopper_kv_map(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
@@ -144,8 +153,8 @@ constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int
       ++stages;
   g.smem_bytes = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages, producer, narrow_fp8);
   if (xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, q_bytes, sparse) &&
-      xqajit_mla_hopper_qgmma_smem(kv_tile) > g.smem_bytes)
-    g.smem_bytes = xqajit_mla_hopper_qgmma_smem(kv_tile);  // either schedule's map fits
+      xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes) > g.smem_bytes)
+    g.smem_bytes = xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes);  // either schedule's map fits
   g.stages = builds && g.smem_bytes <= budget ? stages : 0;
   g.merge_bytes = g.smem_bytes - 1024;
   return g;

@@ -177,6 +177,61 @@ __device__ __forceinline__ void stage_q8(const XqajitMlaArgs& args, unsigned cha
     *reinterpret_cast<U32x4*>(q_smem + sw128_offset(r, chunk, kR)) = v;
   }
 }
+// A bf16 Q for the fp8 tensor cores (kQgSplit, m39): row r times 2^e_r, e_r bringing its largest
+// |q| into [128, 256), as two e4m3 planes hi + lo (f32x2_to_e4m3x2_split) in stage_q8's layout,
+// plane 1 kQ8PlaneBytes after plane 0; q_inv[r] = 2^-e_r. A quad of threads a row, nine
+// 16-value chunks each: the row's max (a quad reduction), then its chunks again, split.
+__device__ __forceinline__ void stage_q_split(const XqajitMlaArgs& args, unsigned char* q_smem, float* q_inv, int b,
+                                              int rb, int tid) {
+  static_assert(kThreads == 4 * kR, "a quad of threads a row");
+  constexpr int kChunks = kQk / 16;  // 16-value chunks of a row (32 bytes of bf16, 16 of each plane)
+  const int r = tid >> 2, j = tid & 3;
+  const int row = rb * kR + r;
+  const U32x4* const src = reinterpret_cast<const U32x4*>(mla::q_row(args, b, row < kRows ? row : 0));
+  const auto chunk_of = [&](int c, u32 (&w)[8]) {
+    U32x4 v0 = {0, 0, 0, 0}, v1 = {0, 0, 0, 0};
+    if (row < kRows) v0 = src[2 * c], v1 = src[2 * c + 1];
+    w[0] = v0.x, w[1] = v0.y, w[2] = v0.z, w[3] = v0.w, w[4] = v1.x, w[5] = v1.y, w[6] = v1.z, w[7] = v1.w;
+  };
+  u32 amax_bits = 0;  // |bf16| << 16 orders as the value does
+  for (int c = j; c < kChunks; c += 4) {
+    u32 w[8];
+    chunk_of(c, w);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const u32 m = w[i] & 0x7fff7fffu;
+      amax_bits = max(amax_bits, max(m << 16, m & 0xffff0000u));
+    }
+  }
+  amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, 1));
+  amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, 2));
+  // amax in [2^ea, 2^(ea+1)): e = 7 - ea, clamped so that 2^e and 2^-e are normal floats.
+  const int ea = (int)(amax_bits >> 23) - 127;
+  const int e = amax_bits == 0 ? 0 : min(126, max(-126, 7 - ea));
+  const float scale = __int_as_float((127 + e) << 23);
+  if (j == 0) q_inv[r] = __int_as_float((127 - e) << 23);
+  for (int c = j; c < kChunks; c += 4) {
+    u32 w[8];
+    chunk_of(c, w);
+    u32 hi[4], lo[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // values 4i..4i+3: words 2i, 2i + 1
+      u16 h0, l0, h1, l1;
+      f32x2_to_e4m3x2_split(__uint_as_float(w[2 * i] << 16) * scale, __uint_as_float(w[2 * i] & 0xffff0000u) * scale,
+                            h0, l0);
+      f32x2_to_e4m3x2_split(__uint_as_float(w[2 * i + 1] << 16) * scale,
+                            __uint_as_float(w[2 * i + 1] & 0xffff0000u) * scale, h1, l1);
+      hi[i] = h0 | ((u32)h1 << 16), lo[i] = l0 | ((u32)l1 << 16);
+    }
+    const u32 off = sw128_offset(r, c, kR);
+    *reinterpret_cast<U32x4*>(q_smem + off) = U32x4{hi[0], hi[1], hi[2], hi[3]};
+    *reinterpret_cast<U32x4*>(q_smem + kQ8PlaneBytes + off) = U32x4{lo[0], lo[1], lo[2], lo[3]};
+  }
+  // The rope block's second half: zeros in both planes (chunks 36..39).
+  const u32 pad = sw128_offset(r, kChunks + j, kR);
+  *reinterpret_cast<U32x4*>(q_smem + pad) = U32x4{0, 0, 0, 0};
+  *reinterpret_cast<U32x4*>(q_smem + kQ8PlaneBytes + pad) = U32x4{0, 0, 0, 0};
+}
 __device__ __forceinline__ void convert_tile(const unsigned char* raw, unsigned char* tile16, int tid) {
   mla::convert_tile<kThreads>(raw, tile16, tid, [](int r, int c) { return sw128_offset(r, c, kTile); });
 }

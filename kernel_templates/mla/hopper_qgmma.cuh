@@ -56,6 +56,7 @@ struct QgmmaSmem {
   float* max;           // running row max (log2 units), [64]
   float* scale0;        // 2^(old max - max0), [64]
   float* scale1;        // 2^(max0 - max1), [64]
+  float* q_inv;         // a split Q: 2^-e of each row's planes, [64]
   u32 bars;             // mbarriers [buffer][column block]
   __device__ u32 buf(int buffer) const { return buf0 + buffer * kK8Bytes; }
   __device__ u32 bar(int buffer) const { return bars + buffer * kQ8Blocks * 8; }
@@ -63,33 +64,56 @@ struct QgmmaSmem {
 };
 
 // S += Q K^T over column blocks kFirst..kLast-1 of the raw tile at k_addr (4 k32 steps a
-// block, 2 in the rope block), a commit group per block, each issued once its barrier flips.
+// block, 2 in the rope block; a split Q's two planes each), a commit group per block, each
+// issued once its barrier flips.
 template <int kFirst, int kLast>
 __device__ __forceinline__ void qk8_blocks(float (&d)[32], u32 q_addr, u32 k_addr, u32 bars, u32 parity) {
   constexpr int kFullLast = kLast < kRope8Block ? kLast : kRope8Block;
 #pragma unroll 1
   for (int cb = kFirst; cb < kFullLast; ++cb) {
     mbarrier_wait_parity(bars + 8 * cb, parity);
-    const u64 da = wgmma_desc_sw128(q_addr + cb * kR * 128, 16, 1024);
     const u64 db = wgmma_desc_sw128(k_addr + cb * kTile * 128, 16, 1024);
+    const u64 dq = wgmma_desc_sw128(q_addr + cb * kR * 128, 16, 1024);
     wgmma_fence();
 #pragma unroll
-    for (int sub = 0; sub < 4; ++sub) wgmma_m64n64k32_e4m3_ss(d, da + 2 * sub, db + 2 * sub, 1);
+    for (int plane = 0; plane < kQgPlanes; ++plane) {
+      const u64 da = dq + plane * kQ8PlaneBytes / 16;
+#pragma unroll
+      for (int sub = 0; sub < 4; ++sub) wgmma_m64n64k32_e4m3_ss(d, da + 2 * sub, db + 2 * sub, 1);
+    }
     wgmma_commit();
   }
   if constexpr (kLast == kQ8Blocks) {
     mbarrier_wait_parity(bars + 8 * kRope8Block, parity);
-    const u64 da = wgmma_desc_sw128(q_addr + kRope8Block * kR * 128, 16, 1024);
     const u64 db = wgmma_desc_sw128(k_addr + kRope8Block * kTile * 128, 16, 1024);
+    const u64 dq = wgmma_desc_sw128(q_addr + kRope8Block * kR * 128, 16, 1024);
     wgmma_fence();
 #pragma unroll
-    for (int sub = 0; sub < (kQk - kV) / 32; ++sub) wgmma_m64n64k32_e4m3_ss(d, da + 2 * sub, db + 2 * sub, 1);
+    for (int plane = 0; plane < kQgPlanes; ++plane) {
+      const u64 da = dq + plane * kQ8PlaneBytes / 16;
+#pragma unroll
+      for (int sub = 0; sub < (kQk - kV) / 32; ++sub) wgmma_m64n64k32_e4m3_ss(d, da + 2 * sub, db + 2 * sub, 1);
+    }
     wgmma_commit();
+  }
+}
+
+// A split Q's planes hold each row times 2^e (e per row, mla/hopper_loads.cuh stage_q_split):
+// S back to Q's own scale, rows r0 and r0 + 8.
+__device__ __forceinline__ void unscale_q_rows(float (&s)[8][4], const QgmmaSmem& sm, int r0) {
+  if constexpr (kQgSplit) {
+    const float f[2] = {sm.q_inv[r0], sm.q_inv[r0 + 8]};
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] *= f[e >> 1];
   }
 }
 
 // P (the accumulator layout of S: rows r0, r0 + 8, keys 8n + 2 (lane & 3) + {0, 1}) times
 // f[h] -> e4m3 at P[row][key] (128-byte rows, 128-byte swizzle: K-major for the B operand).
+// A split Q's P is split too: hi in bytes 0-63 of the row, lo in bytes 64-127 (two more k32
+// steps of the same V^T fragments).
 __device__ __forceinline__ void store_p8(unsigned char* p, const float (&s)[8][4], const float (&f)[2], int rt,
                                          int lane) {
   const int r0 = rt * 16 + (lane >> 2), c0 = 2 * (lane & 3);
@@ -98,8 +122,15 @@ __device__ __forceinline__ void store_p8(unsigned char* p, const float (&s)[8][4
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = r0 + 8 * h, key = 8 * n + c0;
-      *reinterpret_cast<u16*>(p + row * 128 + ((((key >> 4) ^ (row & 7)) << 4) | (key & 15))) =
-          f32x2_to_e4m3x2(s[n][2 * h] * f[h], s[n][2 * h + 1] * f[h]);
+      const int at = row * 128 + ((((key >> 4) ^ (row & 7)) << 4) | (key & 15));
+      if constexpr (kQgSplit) {
+        u16 hi, lo;
+        f32x2_to_e4m3x2_split(s[n][2 * h] * f[h], s[n][2 * h + 1] * f[h], hi, lo);
+        *reinterpret_cast<u16*>(p + at) = hi;
+        *reinterpret_cast<u16*>(p + (at ^ 64)) = lo;  // chunk 4 + key / 16, swizzled: chunk ^ 4
+      } else {
+        *reinterpret_cast<u16*>(p + at) = f32x2_to_e4m3x2(s[n][2 * h] * f[h], s[n][2 * h + 1] * f[h]);
+      }
     }
 }
 
@@ -131,13 +162,16 @@ __device__ __forceinline__ void load_vt(u32 (&v)[2][4][4], const unsigned char* 
     }
 }
 
-// O^T += V^T P^T over the tile's 64 keys (two k32 steps; the four blocks interleaved, so no
-// accumulator waits on the one issued just before it).
+// O^T += V^T P^T over the tile's 64 keys (two k32 steps, of P's hi and lo where P is split;
+// the four blocks interleaved, so no accumulator waits on the one issued just before it).
 __device__ __forceinline__ void pv8(float (&ot)[4][32], const u32 (&v)[2][4][4], u32 p) {
 #pragma unroll
-  for (int ks = 0; ks < 2; ++ks)
+  for (int plane = 0; plane < kQgPlanes; ++plane)
 #pragma unroll
-    for (int mb = 0; mb < 4; ++mb) wgmma_m64n64k32_e4m3_rs(ot[mb], v[ks][mb], wgmma_desc_sw128(p + ks * 32, 16, 1024));
+    for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+      for (int mb = 0; mb < 4; ++mb)
+        wgmma_m64n64k32_e4m3_rs(ot[mb], v[ks][mb], wgmma_desc_sw128(p + plane * 64 + ks * 32, 16, 1024));
 }
 
 // O^T as it lies in RowState::acc (the same 128 registers as O), and flat for wgmma_pin.
@@ -174,25 +208,30 @@ __device__ __forceinline__ void rescale_ot(float (&ot)[4][32], const float* f0, 
   }
 }
 
-// What a step knows of its tiles (a = 2j in buffer ba = a & 3, b = a + 1 in ba + 1), of the
-// next two (S in the other pair of buffers) and of the two it refills its buffers with, a + 4
-// and a + 5 (the issuing thread reads their page ids at the step's start). kSteady: a, b and
-// the next two exist and need no mask.
+// What a step knows of its tiles (tile t lies in buffer t % kQgBuffers: a = 2j in ba, b = a + 1
+// in bb), of the next two (S in buffers na, nb, each with its barriers' parity: the buffer's
+// use count) and of the two it refills a's and b's buffers with, a + kQgBuffers and the next
+// (the issuing thread reads their page ids at the step's start). kSteady: a, b and the next two
+// exist and need no mask.
 template <bool kSteady>
 struct QgStep {
-  bool has_b, has_a2, has_b2, has_a4, has_b4;
-  int ba;
-  u32 next_parity;
-  int ids_a4[TmaTileLoader::kPagesPerTile], ids_b4[TmaTileLoader::kPagesPerTile];
+  bool has_b, has_a2, has_b2, has_refill_a, has_refill_b;
+  int ba, bb, na, nb;
+  u32 parity_a2, parity_b2;
+  int ids_refill_a[TmaTileLoader::kPagesPerTile], ids_refill_b[TmaTileLoader::kPagesPerTile];
   __device__ QgStep(const TmaTileLoader& tma, const SeesawSplit& sp, int a, bool issuer)
       : has_b(kSteady || a + 1 < sp.num_tiles),
         has_a2(kSteady || a + 2 < sp.num_tiles),
         has_b2(kSteady || a + 3 < sp.num_tiles),
-        has_a4(a + 4 < sp.num_tiles),
-        has_b4(a + 5 < sp.num_tiles),
-        ba(a & 2),
-        next_parity(((a + 2) >> 2) & 1) {
-    if (issuer) tma.pages(a + 4, ids_a4), tma.pages(a + 5, ids_b4);
+        has_refill_a(a + kQgBuffers < sp.num_tiles),
+        has_refill_b(a + 1 + kQgBuffers < sp.num_tiles),
+        ba(a % kQgBuffers),
+        bb((a + 1) % kQgBuffers),
+        na((a + 2) % kQgBuffers),
+        nb((a + 3) % kQgBuffers),
+        parity_a2(((a + 2) / kQgBuffers) & 1),
+        parity_b2(((a + 3) / kQgBuffers) & 1) {
+    if (issuer) tma.pages(a + kQgBuffers, ids_refill_a), tma.pages(a + 1 + kQgBuffers, ids_refill_b);
   }
 };
 
@@ -203,12 +242,13 @@ __device__ __forceinline__ void qg_wg0_step(float (&s)[8][4], RowState& st, cons
   const int tid_wg = rt * 32 + lane, r0 = rt * 16 + (lane >> 2);
   const bool issuer = tid_wg == 0;
   const QgStep<kSteady> step(tma, sp, a, issuer);
-  const int ba = step.ba, bb = ba + 1, na = ba ^ 2, nb = na + 1;
+  const int ba = step.ba, bb = step.bb, na = step.na;
   float(&ot)[4][32] = ot_of(st);
 
   // softmax(S_a) against the running max: max0, scale0.
   const int start_a = sp.split_begin + a * kTile;
   float scale0[2];
+  unscale_q_rows(s, sm, r0);
   softmax_max0<kSteady>(s, st, sm.max, sm.scale0, sp, start_a, r0, lane, scale0);
 
   // P_a on max0 -> P_a0; O0 onto max0; O0 += V_a^T P_a0.
@@ -224,7 +264,7 @@ __device__ __forceinline__ void qg_wg0_step(float (&s)[8][4], RowState& st, cons
   // Warpgroup 1's max1 -> P_a for its product; O0 onto max1. Every thread of ours has its
   // V_a (the barrier): buf0's blocks 0-1 are free.
   named_barrier_sync(kScale1Ready, kThreads);
-  if (issuer && step.has_a4) tma.issue_cols<0, kVtBlocks>(step.ids_a4, sm.buf(ba), sm.bar(ba));
+  if (issuer && step.has_refill_a) tma.issue_cols<0, kVtBlocks>(step.ids_refill_a, sm.buf(ba), sm.bar(ba));
   const float scale1[2] = {sm.scale1[r0], sm.scale1[r0 + 8]};
   const float theirs[2] = {scale1[0] * kPScale, scale1[1] * kPScale};
   store_p8(sm.ptr(sm.pa1), s, theirs, rt, lane);
@@ -249,11 +289,11 @@ __device__ __forceinline__ void qg_wg0_step(float (&s)[8][4], RowState& st, cons
   float(&d)[32] = reinterpret_cast<float(&)[32]>(s);
   if (step.has_a2) {
     zero_scores(s);
-    qk8_blocks<0, kVtBlocks>(d, sm.q, sm.buf(na), sm.bar(na), step.next_parity);
+    qk8_blocks<0, kVtBlocks>(d, sm.q, sm.buf(na), sm.bar(na), step.parity_a2);
   }
   named_barrier_sync(kWarpgroupLocal, 128);  // every thread has its V_b: b's blocks 0-1 are free
-  if (issuer && step.has_b4) tma.issue_cols<0, kVtBlocks>(step.ids_b4, sm.buf(bb), sm.bar(bb));
-  if (step.has_a2) qk8_blocks<kVtBlocks, kQ8Blocks>(d, sm.q, sm.buf(na), sm.bar(na), step.next_parity);
+  if (issuer && step.has_refill_b) tma.issue_cols<0, kVtBlocks>(step.ids_refill_b, sm.buf(bb), sm.bar(bb));
+  if (step.has_a2) qk8_blocks<kVtBlocks, kQ8Blocks>(d, sm.q, sm.buf(na), sm.bar(na), step.parity_a2);
   wgmma_wait<0>();
   wgmma_pin(flat_of(st));
   wgmma_pin(d);
@@ -266,12 +306,13 @@ __device__ __forceinline__ void qg_wg1_step(float (&s)[8][4], RowState& st, cons
   const int tid_wg = rt * 32 + lane, r0 = rt * 16 + (lane >> 2);
   const bool issuer = tid_wg == 0;
   const QgStep<kSteady> step(tma, sp, a, issuer);
-  const int ba = step.ba, bb = ba + 1, na = ba ^ 2, nb = na + 1;
+  const int ba = step.ba, bb = step.bb, nb = step.nb;
   float(&ot)[4][32] = ot_of(st);
 
   // softmax(S_b) against max0: max1, scale1 (O1 is rescaled below, from every row's factors).
   const int start_b = sp.split_begin + (a + 1) * kTile;
   float carry[2];
+  unscale_q_rows(s, sm, r0);
   softmax_max1<kSteady>(s, st, sm.max, sm.scale0, sm.scale1, sp, start_b, step.has_b, r0, lane, carry);
 
   // P_b -> shared memory (both warpgroups' products); O1 onto max1 (it reads scale0 before
@@ -297,8 +338,8 @@ __device__ __forceinline__ void qg_wg1_step(float (&s)[8][4], RowState& st, cons
   }
   pv8_tile(st, sm.ptr(sm.buf(ba)), sm.pa1, 1, rt, lane);
   named_barrier_sync(kWarpgroupLocal + 1, 128);  // every thread has V_b and V_a: blocks 2-4 are free
-  if (issuer && step.has_b4) tma.issue_cols<kVtBlocks, kQ8Blocks>(step.ids_b4, sm.buf(bb), sm.bar(bb));
-  if (issuer && step.has_a4) tma.issue_cols<kVtBlocks, kQ8Blocks>(step.ids_a4, sm.buf(ba), sm.bar(ba));
+  if (issuer && step.has_refill_b) tma.issue_cols<kVtBlocks, kQ8Blocks>(step.ids_refill_b, sm.buf(bb), sm.bar(bb));
+  if (issuer && step.has_refill_a) tma.issue_cols<kVtBlocks, kQ8Blocks>(step.ids_refill_a, sm.buf(ba), sm.bar(ba));
 
   // S_b+2 after the products (with them in flight and S conditional, ptxas serialized
   // every wgmma chain: C7515).
@@ -307,8 +348,13 @@ __device__ __forceinline__ void qg_wg1_step(float (&s)[8][4], RowState& st, cons
   float(&d)[32] = reinterpret_cast<float(&)[32]>(s);
   if (step.has_b2) {  // S_b+2: the blocks refilled first, first
     zero_scores(s);
-    qk8_blocks<kVtBlocks, kQ8Blocks>(d, sm.q, sm.buf(nb), sm.bar(nb), step.next_parity);
-    qk8_blocks<0, kVtBlocks>(d, sm.q, sm.buf(nb), sm.bar(nb), step.next_parity);
+    if constexpr (kQgBuffers == 4) {  // b + 2 came a step ago, blocks 2-4 (by us) before 0-1
+      qk8_blocks<kVtBlocks, kQ8Blocks>(d, sm.q, sm.buf(nb), sm.bar(nb), step.parity_b2);
+      qk8_blocks<0, kVtBlocks>(d, sm.q, sm.buf(nb), sm.bar(nb), step.parity_b2);
+    } else {  // three buffers: b + 2 refilled a's buffer in this step, blocks 0-1 first
+      qk8_blocks<0, kVtBlocks>(d, sm.q, sm.buf(nb), sm.bar(nb), step.parity_b2);
+      qk8_blocks<kVtBlocks, kQ8Blocks>(d, sm.q, sm.buf(nb), sm.bar(nb), step.parity_b2);
+    }
     wgmma_wait<0>();
     wgmma_pin(d);
   }
@@ -381,6 +427,7 @@ __device__ __forceinline__ void qgmma_cta(RowState& st, const XqajitMlaArgs& arg
   sm.max = reinterpret_cast<float*>(smem + kQgStatsOff);
   sm.scale0 = sm.max + kR;
   sm.scale1 = sm.scale0 + kR;
+  sm.q_inv = sm.scale1 + kR;
   sm.bars = bars;
   if (tid == 0) {
     int ids[TmaTileLoader::kPagesPerTile];
@@ -389,7 +436,8 @@ __device__ __forceinline__ void qgmma_cta(RowState& st, const XqajitMlaArgs& arg
       tma.issue_cols<0, kQ8Blocks>(ids, sm.buf(t), sm.bar(t));
     }
   }
-  stage_q8(args, smem + kQOff, b, rb, tid);
+  if constexpr (kQgSplit) stage_q_split(args, smem + kQOff, sm.q_inv, b, rb, tid);
+  else stage_q8(args, smem + kQOff, b, rb, tid);
   if (tid < kR) sm.max[tid] = -__int_as_float(0x7f800000);
   fence_proxy_async();  // Q's st.shared -> visible to wgmma
   __syncthreads();

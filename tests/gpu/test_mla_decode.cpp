@@ -42,11 +42,14 @@ constexpr double kTolerance = 0.02;
 // partly. Reported under its own key; a wrong fragment or scale is off by O(1).
 constexpr double kFp8PTolerance = 0.06;
 
-bool fp8_p(const MlaCase& c) {
+// The fp8 tensor cores' cases (mla/hopper_qgmma.cuh): an fp8 Q's (P in e4m3) and a bf16 Q's
+// (Q and P split into two e4m3 planes, held to the bf16 tolerance).
+bool qgmma(const MlaCase& c) {
   return c.backend == Backend::hopper &&
          xqajit_mla_hopper_qgmma(c.heads, c.q_len, c.kv == DType::fp8 ? XQAJIT_MLA_QK_DIM : 0,
                                  c.input == DType::fp8 ? 1 : 2, 0);
 }
+bool fp8_p(const MlaCase& c) { return qgmma(c) && c.input == DType::fp8; }
 
 std::string describe(const MlaCase& c) {
   std::string lens;
@@ -69,7 +72,7 @@ double check_output(MlaProblem& pr, cudaStream_t stream) {
   XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream));
   const bool p8 = fp8_p(pr.c);
   const std::string key = fmt::format("{} {}/{}{}", to_string(pr.c.backend), to_string(pr.c.input),
-                                      to_string(pr.c.kv), p8 ? " (e4m3 P)" : "");
+                                      to_string(pr.c.kv), p8 ? " (e4m3 P)" : qgmma(pr.c) ? " (split Q, P)" : "");
   const Fp8dsValues values = fp8ds_values(pr.c.backend, pr.c.heads, pr.c.q_len, false);
   return check_against_reference(pr.output(), reference_mla_decode(pr.host, nullptr, values), pr.lens,
                                  p8 ? kFp8PTolerance : kTolerance,
@@ -235,15 +238,16 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     empty.num_splits = 4;
     cases.push_back(empty);
   }
-  for (Backend b : backends()) {
+  for (Backend b : backends()) for (DType input : {DType::fp8, DType::bf16}) {
     if (!device_has_fp8()) break;
-    // fp8 Q and cache over two row blocks or more (hopper: the fp8 tensor cores, m35): the
-    // seesaw's tile counts and tails with scales as given, the awkward layouts with two
-    // splits (the cluster), 32 heads at q_len 4 with a mask and seven splits (a merge launch),
-    // and one long request in the launcher's many short splits.
+    // fp8 and bf16 Q over an fp8 cache, 32 rows or more (hopper: the fp8 tensor cores, m35,
+    // m39): the seesaw's tile counts and tails with scales as given, the awkward layouts with
+    // two splits (the cluster), 32 heads at q_len 4 with a mask and seven splits (a merge
+    // launch), and one long request in the launcher's many short splits.
     MlaCase q8;
     q8.backend = b;
-    q8.input = q8.kv = DType::fp8;
+    q8.input = input;
+    q8.kv = DType::fp8;
     q8.heads = 128;
     q8.seq_lens = {4100, 777, 0, 1500, 64};
     q8.num_splits = 1;
@@ -267,6 +271,7 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     q8.seq_lens = {30001};
     q8.num_splits = 0;
     cases.push_back(q8);
+    if (input != DType::fp8) continue;  // (the cases below once)
     MlaCase ds;  // the fp8-with-scales cache: a long split request, then the awkward layouts
     ds.backend = b;
     ds.kv = DType::fp8ds;

@@ -401,18 +401,27 @@ TEST_CASE("fp8 Q over an fp8 cache of 32 rows or more runs on the fp8 tensor cor
                     xqajit_mla_hopper_qgmma(16, 2, fp8_row, 1, 0),
                 "one row block of 32 rows or more (m37)");
   static_assert(!xqajit_mla_hopper_qgmma(16, 1, fp8_row, 1, 0), "16 rows: the narrow schedule");
-  static_assert(!xqajit_mla_hopper_qgmma(128, 1, fp8_row, 2, 0), "bf16 Q over fp8: the conversion path");
+  static_assert(xqajit_mla_hopper_qgmma(128, 1, fp8_row, 2, 0) && xqajit_mla_hopper_qgmma(32, 1, fp8_row, 2, 0),
+                "bf16 Q over fp8: split into two e4m3 planes (m39)");
+  static_assert(!xqajit_mla_hopper_qgmma(16, 1, fp8_row, 2, 0), "bf16 Q, 16 rows: the narrow schedule");
   static_assert(!xqajit_mla_hopper_qgmma(128, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0), "fp8ds: bf16 Q");
   static_assert(!xqajit_mla_hopper_qgmma(128, 1, fp8_row, 1, 1), "sparse: the producer");
-  // Its shared memory: Q, four raw tiles, three P, the row stats; within sm_90's opt-in limit.
+  // Its shared memory: Q, four raw tiles, three P, the row stats; a split Q's two planes, three
+  // tiles and its row scales. Both within sm_90's opt-in limit.
   constexpr XqajitMlaGeometry g = xqajit_mla_hopper_geometry(128, 1, 64, fp8_row, 1, 90, 0);
-  static_assert(g.smem_bytes == xqajit_mla_hopper_qgmma_smem(64) && g.stages == 2 && g.threads == 256,
+  static_assert(g.smem_bytes == xqajit_mla_hopper_qgmma_smem(64, 1) && g.stages == 2 && g.threads == 256,
                 "the QGMMA geometry");
+  constexpr XqajitMlaGeometry split = xqajit_mla_hopper_geometry(128, 1, 64, fp8_row, 2, 90, 0);
+  static_assert(split.smem_bytes == xqajit_mla_hopper_qgmma_smem(64, 2) && split.stages == 2,
+                "the split-Q QGMMA geometry");
+  static_assert(xqajit_mla_hopper_qgmma_buffers(1) == 4 && xqajit_mla_hopper_qgmma_buffers(2) == 3,
+                "an fp8 Q's four tile buffers, a split Q's three");
   // The host encodes the cache's tensor map for it (and for bf16 dense), not for the others.
   static_assert(xqajit_mla_hopper_kv_map(128, 1, fp8_row, 1, 0) && xqajit_mla_hopper_kv_map(16, 1, fp8_row * 2, 2, 0),
                 "TMA: QGMMA and bf16 dense");
-  static_assert(!xqajit_mla_hopper_kv_map(128, 1, fp8_row, 2, 0) && !xqajit_mla_hopper_kv_map(128, 1, fp8_row * 2, 2, 1),
-                "no map: bf16 Q over fp8, sparse");
+  static_assert(xqajit_mla_hopper_kv_map(128, 1, fp8_row, 2, 0), "TMA: bf16 Q over fp8 (the split Q)");
+  static_assert(!xqajit_mla_hopper_kv_map(16, 1, fp8_row, 2, 0) && !xqajit_mla_hopper_kv_map(128, 1, fp8_row * 2, 2, 1),
+                "no map: 16 rows over fp8, sparse");
   MlaDecodeParams p = valid_params();
   p.input = p.kv = DType::fp8;
   p.num_heads = 128;
@@ -420,6 +429,10 @@ TEST_CASE("fp8 Q over an fp8 cache of 32 rows or more runs on the fp8 tensor cor
   CHECK(plan.spec.backend == Backend::hopper);
   CHECK(plan.smem_bytes == static_cast<std::size_t>(g.smem_bytes));
   CHECK(static_cast<int>(plan.smem_bytes) <= h100().max_smem_per_block_optin);
+  p.input = DType::bf16;
+  const MlaDecodePlan split_plan = mla_decode_plan(p, h100());
+  CHECK(split_plan.smem_bytes == static_cast<std::size_t>(split.smem_bytes));
+  CHECK(static_cast<int>(split_plan.smem_bytes) <= h100().max_smem_per_block_optin);
 }
 
 TEST_CASE("every fp8ds MLA spec compiles (dense and sparse; sm_89, sm_90a, sm_120a)", "[mla][nvrtc][fp8ds]") {
