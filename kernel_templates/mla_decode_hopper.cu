@@ -116,10 +116,10 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   const u32 raw_addr = smem_addr(smem + kRawOff);
   const TmaTileLoader tma{&kv_map, table_row, split_begin, split_end,
                           kTma || kQgmma ? l2_evict_first_policy() : 0ull};
-  // fp8 Q and cache, 32 rows or more: the fp8 tensor cores (mla/hopper_qgmma.cuh) for splits
-  // of more than kSeesawMinTiles tiles; shorter ones run the per-tile schedule below, whose
-  // fixed cost a split is smaller (m38).
-  if (kQgmma && num_tiles > kSeesawMinTiles) {
+  // A plain fp8 cache, 32 rows or more: the fp8 tensor cores (mla/hopper_qgmma.cuh) for splits
+  // of kQgMinTiles tiles or more; shorter ones run the per-tile schedule below, whose fixed
+  // cost a split is smaller (m38).
+  if (kQgmma && num_tiles >= kQgMinTiles) {
     RowState st;
     mla::init_rows<kR>(st, args, b, rb, rt, quad_row);
     qgmma_cta(st, args, tma, smem, full_addr,

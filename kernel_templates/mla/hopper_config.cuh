@@ -86,11 +86,13 @@ constexpr int kSmemEnd = kQgmma && kQgEnd > kTileSmemEnd ? kQgEnd : kTileSmemEnd
 // and keeps the per-tile schedule, whose whole tile of copy lead reads closer to the
 // copy rate on an H100 (session 21 runs 1-2, docs/MLA_HOPPER_NOTES.md m13).
 constexpr bool kSeesaw = kTma && kRows >= 2 * kR;
-// The same bound picks the QGMMA schedule (kQgmma) over the per-tile one with its bf16
-// conversion (m38): at 2 tiles a split QGMMA lost (H=128 B=1 L=8192 41.4 against 35.1 us), at
-// exactly 8 it won (B=1 L=32768 55.8 against 60.5; session 28 runs 8 and 10) -- a bound of
-// "8 or more" for it is the next thing to measure.
 constexpr int kSeesawMinTiles = 8;
+// The QGMMA schedule (kQgmma) over the per-tile one with its bf16 conversion (m38), from this
+// many tiles a split: at 2 an fp8 Q lost (H=128 B=1 L=8192 41.4 against 35.1 us), at exactly 8
+// it wins (B=1 L=32768 59.0 against 60.6 us, B=4 L=8192 58.5 against 60.0); a split Q, whose
+// step does twice the tensor work, loses there (77.1 against 59.9) and keeps "more than 8"
+// (session 29 run 1).
+constexpr int kQgMinTiles = kQgSplit ? kSeesawMinTiles + 1 : kSeesawMinTiles;
 static_assert(!kTma || kXchgOff + xqajit_mla_hopper_exchange_bytes(kTile) <= kSmemEnd,
               "the per-tile schedule's exchange fits in the seesaw's shared state");
 

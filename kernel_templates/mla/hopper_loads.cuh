@@ -180,29 +180,39 @@ __device__ __forceinline__ void stage_q8(const XqajitMlaArgs& args, unsigned cha
 // A bf16 Q for the fp8 tensor cores (kQgSplit, m39): row r times 2^e_r, e_r bringing its largest
 // |q| into [128, 256), as two e4m3 planes hi + lo (f32x2_to_e4m3x2_split) in stage_q8's layout,
 // plane 1 kQ8PlaneBytes after plane 0; q_inv[r] = 2^-e_r. A quad of threads a row, nine
-// 16-value chunks each: the row's max (a quad reduction), then its chunks again, split.
+// 16-value chunks each, all loaded at once (nothing else is live yet): the row's max (a quad
+// reduction), then the chunks split.
 __device__ __forceinline__ void stage_q_split(const XqajitMlaArgs& args, unsigned char* q_smem, float* q_inv, int b,
                                               int rb, int tid) {
   static_assert(kThreads == 4 * kR, "a quad of threads a row");
   constexpr int kChunks = kQk / 16;  // 16-value chunks of a row (32 bytes of bf16, 16 of each plane)
+  constexpr int kMine = kChunks / 4;  // chunks j, j + 4, ... of thread j of the quad
+  static_assert(kChunks % 4 == 0, "a quad's chunks");
   const int r = tid >> 2, j = tid & 3;
   const int row = rb * kR + r;
-  const U32x4* const src = reinterpret_cast<const U32x4*>(mla::q_row(args, b, row < kRows ? row : 0));
-  const auto chunk_of = [&](int c, u32 (&w)[8]) {
-    U32x4 v0 = {0, 0, 0, 0}, v1 = {0, 0, 0, 0};
-    if (row < kRows) v0 = src[2 * c], v1 = src[2 * c + 1];
-    w[0] = v0.x, w[1] = v0.y, w[2] = v0.z, w[3] = v0.w, w[4] = v1.x, w[5] = v1.y, w[6] = v1.z, w[7] = v1.w;
-  };
-  u32 amax_bits = 0;  // |bf16| << 16 orders as the value does
-  for (int c = j; c < kChunks; c += 4) {
-    u32 w[8];
-    chunk_of(c, w);
+  u32 w[kMine][8];
+  if (row < kRows) {
+    const U32x4* const src = reinterpret_cast<const U32x4*>(mla::q_row(args, b, row));
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const u32 m = w[i] & 0x7fff7fffu;
+    for (int i = 0; i < kMine; ++i) {
+      const U32x4 v0 = src[2 * (j + 4 * i)], v1 = src[2 * (j + 4 * i) + 1];
+      w[i][0] = v0.x, w[i][1] = v0.y, w[i][2] = v0.z, w[i][3] = v0.w;
+      w[i][4] = v1.x, w[i][5] = v1.y, w[i][6] = v1.z, w[i][7] = v1.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kMine; ++i)
+#pragma unroll
+      for (int k = 0; k < 8; ++k) w[i][k] = 0;
+  }
+  u32 amax_bits = 0;  // |bf16| << 16 orders as the value does
+#pragma unroll
+  for (int i = 0; i < kMine; ++i)
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const u32 m = w[i][k] & 0x7fff7fffu;
       amax_bits = max(amax_bits, max(m << 16, m & 0xffff0000u));
     }
-  }
   amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, 1));
   amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, 2));
   // amax in [2^ea, 2^(ea+1)): e = 7 - ea, clamped so that 2^e and 2^-e are normal floats.
@@ -210,20 +220,21 @@ __device__ __forceinline__ void stage_q_split(const XqajitMlaArgs& args, unsigne
   const int e = amax_bits == 0 ? 0 : min(126, max(-126, 7 - ea));
   const float scale = __int_as_float((127 + e) << 23);
   if (j == 0) q_inv[r] = __int_as_float((127 - e) << 23);
-  for (int c = j; c < kChunks; c += 4) {
-    u32 w[8];
-    chunk_of(c, w);
+#pragma unroll
+  for (int i = 0; i < kMine; ++i) {
     u32 hi[4], lo[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {  // values 4i..4i+3: words 2i, 2i + 1
-      u16 h0, l0, h1, l1;
-      f32x2_to_e4m3x2_split(__uint_as_float(w[2 * i] << 16) * scale, __uint_as_float(w[2 * i] & 0xffff0000u) * scale,
-                            h0, l0);
-      f32x2_to_e4m3x2_split(__uint_as_float(w[2 * i + 1] << 16) * scale,
-                            __uint_as_float(w[2 * i + 1] & 0xffff0000u) * scale, h1, l1);
-      hi[i] = h0 | ((u32)h1 << 16), lo[i] = l0 | ((u32)l1 << 16);
+    for (int k = 0; k < 4; ++k) {  // values 4k..4k+3: words 2k, 2k + 1
+      u16 h[2], l[2];
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const u32 word = w[i][2 * k + x];
+        f32x2_to_e4m3x2_split(__uint_as_float(word << 16) * scale, __uint_as_float(word & 0xffff0000u) * scale, h[x],
+                              l[x]);
+      }
+      hi[k] = h[0] | ((u32)h[1] << 16), lo[k] = l[0] | ((u32)l[1] << 16);
     }
-    const u32 off = sw128_offset(r, c, kR);
+    const u32 off = sw128_offset(r, j + 4 * i, kR);
     *reinterpret_cast<U32x4*>(q_smem + off) = U32x4{hi[0], hi[1], hi[2], hi[3]};
     *reinterpret_cast<U32x4*>(q_smem + kQ8PlaneBytes + off) = U32x4{lo[0], lo[1], lo[2], lo[3]};
   }

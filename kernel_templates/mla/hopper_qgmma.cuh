@@ -1,7 +1,7 @@
 #pragma once
-// Hopper MLA backend, fp8 Q over a plain fp8 cache, CTAs of 32 rows or more (m35: two row
-// blocks or more, the compute-bound MLA; m37: one): the seesaw of mla/hopper_seesaw.cuh on
-// the fp8 tensor cores. Both products are e4m3 wgmmas, at twice the bf16 rate, and nothing is
+// Hopper MLA backend, a plain fp8 cache, CTAs of 32 rows or more (m35: two row blocks or more,
+// the compute-bound MLA; m37: one): the seesaw of mla/hopper_seesaw.cuh on the fp8 tensor
+// cores. Both products are e4m3 wgmmas, at twice the bf16 rate, and nothing of the cache is
 // dequantised:
 //   S = Q K^T       m64n64k32, A = Q and B = the raw tile, both K-major as they lie
 //                   (the tile by TMA: five 128-byte column blocks a row, 128-byte
@@ -17,20 +17,27 @@
 // row 16 w + g + 8 h (warp w, lane / 4 = g) is dim 64 w + 8 g + 4 h + mb, so that one
 // thread's eight A rows are eight consecutive dims, one 8-byte load a key.
 //
-// The step (tiles a = 2j in buffer a & 3, b = a + 1 in the next; four buffers, so the tiles
+// A bf16 Q (kQgSplit, m39) is staged as two e4m3 planes, hi + lo, each row at its own power
+// of 2 (stage_q_split), and S sums both planes' products over the same K blocks; P is split
+// the same way (hi and lo halves of each P row), and O^T sums V^T times both. Twice the fp8
+// steps (the bf16 rate) at ~bf16's precision, still nothing of the cache converted. Q's second
+// plane leaves room for three tile buffers, not four.
+//
+// The step (tile t in buffer t % kQgBuffers: a = 2j, b = a + 1; with four buffers the tiles
 // that refill them, a + 4 and a + 5, have a whole step more to land than with two: m35b) is the
 // bf16 seesaw's, but every P reaches the products through shared memory, so warpgroup 0
-// stores P_a twice: on max0 for its own product, and on max1 for warpgroup 1's.
+// stores P_a twice: on max0 for its own product, and on max1 for warpgroup 1's. (n = kQgBuffers)
 //   warpgroup 0                               warpgroup 1
 //   softmax(S_a): max0, scale0 ->             (waits scale0)
 //   P_a -> P_a0; O0 *= scale0                 softmax(S_b): max1, scale1 ->
 //   O0 += V_a^T P_a0 (dims 0-255)             P_b ->; O1 *= scale0 scale1
-//   (waits scale1) a + 4 -> a's blocks 0-1    O1 += V_b^T P_b (dims 256-511)
-//   P_a scale1 -> P_a1 ->; O0 *= scale1       (waits P_a1) O1 += V_a^T P_a1
-//   (waits P_b) O0 += V_b^T P_b               b + 4, a + 4 -> blocks 2-4
-//   b + 4 -> b's blocks 0-1; S_a+2            S_b+2
+//   (waits scale1) a + n -> a's blocks 0-1    (waits P_a1) O1 += V_a^T P_a1 (dims 256-511)
+//   P_a scale1 -> P_a1 ->; O0 *= scale1       a + n -> a's blocks 2-4
+//   (waits P_b) O0 += V_b^T P_b               O1 += V_b^T P_b; b + n -> b's blocks 2-4
+//   b + n -> b's blocks 0-1; S_a+2            S_b+2
 // V^T is read by ld.shared into registers, so a buffer's V blocks are free once every
 // thread of the warpgroup has its fragments (a barrier), not when the product is done.
+// Warpgroup 1 takes V_a before V_b (m40) so that a's buffer refills sooner.
 
 #include "common/fp8.cuh"
 #include "common/named_barrier.cuh"
@@ -316,7 +323,7 @@ __device__ __forceinline__ void qg_wg1_step(float (&s)[8][4], RowState& st, cons
   softmax_max1<kSteady>(s, st, sm.max, sm.scale0, sm.scale1, sp, start_b, step.has_b, r0, lane, carry);
 
   // P_b -> shared memory (both warpgroups' products); O1 onto max1 (it reads scale0 before
-  // warpgroup 0 may pass P1Ready and overwrite it); O1 += V_b^T P_b.
+  // warpgroup 0 may pass P1Ready and overwrite it).
   const int valid_b = sp.split_end - start_b;
   if (step.has_b) {
     const float one[2] = {kPScale, kPScale};
@@ -327,9 +334,8 @@ __device__ __forceinline__ void qg_wg1_step(float (&s)[8][4], RowState& st, cons
   named_barrier_sync(kWarpgroupLocal + 1, 128);  // P_b, every row's scale1, the zeroed keys
   rescale_ot(ot, sm.scale0, sm.scale1, lane);
   named_barrier_arrive(kP1Ready, kThreads);
-  if (step.has_b) pv8_tile(st, sm.ptr(sm.buf(bb)), sm.pb, 1, rt, lane);
 
-  // O1 += V_a^T P_a1.
+  // O1 += V_a^T P_a1 first (m40): a's blocks 2-4 refill sooner, then O1 += V_b^T P_b.
   named_barrier_sync(kP0Ready, kThreads);
   const int valid_a = valid_b + kTile;
   if (!kSteady && valid_a < kTile) {
@@ -337,9 +343,11 @@ __device__ __forceinline__ void qg_wg1_step(float (&s)[8][4], RowState& st, cons
     named_barrier_sync(kWarpgroupLocal + 1, 128);
   }
   pv8_tile(st, sm.ptr(sm.buf(ba)), sm.pa1, 1, rt, lane);
-  named_barrier_sync(kWarpgroupLocal + 1, 128);  // every thread has V_b and V_a: blocks 2-4 are free
-  if (issuer && step.has_refill_b) tma.issue_cols<kVtBlocks, kQ8Blocks>(step.ids_refill_b, sm.buf(bb), sm.bar(bb));
+  named_barrier_sync(kWarpgroupLocal + 1, 128);  // every thread has V_a: a's blocks 2-4 are free
   if (issuer && step.has_refill_a) tma.issue_cols<kVtBlocks, kQ8Blocks>(step.ids_refill_a, sm.buf(ba), sm.bar(ba));
+  if (step.has_b) pv8_tile(st, sm.ptr(sm.buf(bb)), sm.pb, 1, rt, lane);
+  named_barrier_sync(kWarpgroupLocal + 1, 128);  // every thread has V_b: b's blocks 2-4 are free
+  if (issuer && step.has_refill_b) tma.issue_cols<kVtBlocks, kQ8Blocks>(step.ids_refill_b, sm.buf(bb), sm.bar(bb));
 
   // S_b+2 after the products (with them in flight and S conditional, ptxas serialized
   // every wgmma chain: C7515).
