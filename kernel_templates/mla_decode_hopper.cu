@@ -24,11 +24,11 @@
 // m31: fp16, no bf16 tile, up to 4 raw stages in flight). Sparse specs that
 // xqajit_mla_hopper_producer names get a third warpgroup that gathers and converts
 // the rows into two bf16 buffers (mla/hopper_producer.cuh, m20), shared by the
-// two CTAs of an H=128 token's cluster (crossover, m21). An fp8 Q over a plain fp8
-// cache, CTAs of 32 rows or more, runs its splits of more than kSeesawMinTiles tiles as
-// the seesaw on the fp8 tensor cores instead (mla/hopper_qgmma.cuh, m35-m38): S = Q K^T
-// and O^T += V^T P^T as e4m3 wgmmas over raw tiles by TMA, V^T built in registers, P
-// stored as e4m3.
+// two CTAs of an H=128 token's cluster (crossover, m21). A plain fp8 cache, CTAs of 32
+// rows or more, runs its splits of kQgMinTiles tiles or more as the seesaw on the fp8
+// tensor cores instead (mla/hopper_qgmma.cuh, m35-m40): S = Q K^T and O^T += V^T P^T as
+// e4m3 wgmmas over raw tiles by TMA, V^T built in registers, P stored as e4m3 (a bf16 Q
+// and its P each split into two e4m3 planes, m39).
 //
 // Geometry: mla/hopper_geometry.h; pieces: mla/hopper_loads.cuh (TMA and cp.async
 // loads), mla/hopper_producer.cuh (the producer warpgroup), mla/hopper_qgmma.cuh (the

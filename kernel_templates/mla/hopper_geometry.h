@@ -38,9 +38,10 @@ constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache
 // conversion path ran ~2 x slower (16 rows keep the narrow schedule). A bf16 Q over the same
 // cache runs there too (m39): Q and P are each split into two e4m3 planes (hi + lo, ~bf16's
 // precision), so both products take twice the fp8 steps, the bf16 rate, and still nothing of
-// the cache is converted. Splits of 8 tiles or fewer (kSeesawMinTiles) run the per-tile
-// schedule with its bf16 conversion instead (m38: the seesaw's fixed cost a split made B=1
-// slower), so the CTA's shared memory holds either map. The QGMMA map:
+// the cache is converted. Short splits (fewer than 8 tiles for an fp8 Q, 8 or fewer for a
+// split one: kQgMinTiles) run the per-tile schedule with its bf16 conversion instead (m38: the
+// seesaw's fixed cost a split made B=1 slower), so the CTA's shared memory holds either map.
+// The QGMMA map:
 //   [Q: planes x 5 x 64 x 128 B][buffers x tile: 5 x 64 x 128 B][3 x P: 64 x 128 B]
 //   [row max, 2 scales (, Q's row scales)]
 // (576 bytes a row in five 128-byte column blocks, the last half zeros; a P row is 64 keys,
