@@ -70,39 +70,30 @@ struct QgmmaSmem {
   __device__ unsigned char* ptr(u32 addr) const { return base + (addr - smem_addr(base)); }
 };
 
-// S += Q K^T over column blocks kFirst..kLast-1 of the raw tile at k_addr (4 k32 steps a
-// block, 2 in the rope block; a split Q's two planes each), a commit group per block, each
-// issued once its barrier flips.
+// S += Q K^T over column block cb of the raw tile at k_addr (kSteps k32 steps; a split Q's two
+// planes each) as one commit group, issued once the block's barrier flips.
+template <int kSteps>
+__device__ __forceinline__ void qk8_block(float (&d)[32], u32 q_addr, u32 k_addr, u32 bars, u32 parity, int cb) {
+  mbarrier_wait_parity(bars + 8 * cb, parity);
+  const u64 db = wgmma_desc_sw128(k_addr + cb * kTile * 128, 16, 1024);
+  const u64 dq = wgmma_desc_sw128(q_addr + cb * kR * 128, 16, 1024);
+  wgmma_fence();
+#pragma unroll
+  for (int plane = 0; plane < kQgPlanes; ++plane) {
+    const u64 da = dq + plane * kQ8PlaneBytes / 16;
+#pragma unroll
+    for (int sub = 0; sub < kSteps; ++sub) wgmma_m64n64k32_e4m3_ss(d, da + 2 * sub, db + 2 * sub, 1);
+  }
+  wgmma_commit();
+}
+
+// S += Q K^T over column blocks kFirst..kLast-1 (4 k32 steps a block, 2 in the rope block).
 template <int kFirst, int kLast>
 __device__ __forceinline__ void qk8_blocks(float (&d)[32], u32 q_addr, u32 k_addr, u32 bars, u32 parity) {
   constexpr int kFullLast = kLast < kRope8Block ? kLast : kRope8Block;
 #pragma unroll 1
-  for (int cb = kFirst; cb < kFullLast; ++cb) {
-    mbarrier_wait_parity(bars + 8 * cb, parity);
-    const u64 db = wgmma_desc_sw128(k_addr + cb * kTile * 128, 16, 1024);
-    const u64 dq = wgmma_desc_sw128(q_addr + cb * kR * 128, 16, 1024);
-    wgmma_fence();
-#pragma unroll
-    for (int plane = 0; plane < kQgPlanes; ++plane) {
-      const u64 da = dq + plane * kQ8PlaneBytes / 16;
-#pragma unroll
-      for (int sub = 0; sub < 4; ++sub) wgmma_m64n64k32_e4m3_ss(d, da + 2 * sub, db + 2 * sub, 1);
-    }
-    wgmma_commit();
-  }
-  if constexpr (kLast == kQ8Blocks) {
-    mbarrier_wait_parity(bars + 8 * kRope8Block, parity);
-    const u64 db = wgmma_desc_sw128(k_addr + kRope8Block * kTile * 128, 16, 1024);
-    const u64 dq = wgmma_desc_sw128(q_addr + kRope8Block * kR * 128, 16, 1024);
-    wgmma_fence();
-#pragma unroll
-    for (int plane = 0; plane < kQgPlanes; ++plane) {
-      const u64 da = dq + plane * kQ8PlaneBytes / 16;
-#pragma unroll
-      for (int sub = 0; sub < (kQk - kV) / 32; ++sub) wgmma_m64n64k32_e4m3_ss(d, da + 2 * sub, db + 2 * sub, 1);
-    }
-    wgmma_commit();
-  }
+  for (int cb = kFirst; cb < kFullLast; ++cb) qk8_block<4>(d, q_addr, k_addr, bars, parity, cb);
+  if constexpr (kLast == kQ8Blocks) qk8_block<(kQk - kV) / 32>(d, q_addr, k_addr, bars, parity, kRope8Block);
 }
 
 // A split Q's planes hold each row times 2^e (e per row, mla/hopper_loads.cuh stage_q_split):
