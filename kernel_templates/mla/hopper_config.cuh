@@ -69,7 +69,7 @@ constexpr int kQ8PlaneBytes = kQ8Blocks * kR * 128;
 constexpr int kQgRawOff = kQgPlanes * kQ8PlaneBytes;
 constexpr int kQgP8Off = kQgRawOff + kQgBuffers * kK8Bytes;  // P_a (own), P_a (rescaled), P_b
 constexpr int kQgStatsOff = kQgP8Off + 3 * kP8Bytes;        // row max, scale0, scale1 (, 2^-e of Q's rows)
-constexpr int kQgEnd = kQgStatsOff + (kQgSplit ? 4 : 3) * kR * 4;
+constexpr int kQgEnd = kQgStatsOff + xqajit_mla_hopper_qgmma_row_stats(kFp8Q ? 1 : 2) * kR * 4;
 // One pipeline stage: a raw tile as it lands, or (producer) a bf16 tile buffer.
 constexpr int kBufBytes = kProducer ? kTile16Bytes : kRawStageBytes;
 constexpr int kTile16Off = kRawOff + kStages * kBufBytes;  // fp8 cache, cp.async path only

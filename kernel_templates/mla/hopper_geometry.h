@@ -53,12 +53,14 @@ constexpr bool xqajit_mla_hopper_qgmma(int heads, int q_len, int row_bytes, int 
 }
 constexpr int xqajit_mla_hopper_qgmma_planes(int q_bytes) { return q_bytes; }
 constexpr int xqajit_mla_hopper_qgmma_buffers(int q_bytes) { return q_bytes == 1 ? 4 : 3; }
+// Per-row floats after the P: row max, scale0, scale1, and a split Q's 2^-e.
+constexpr int xqajit_mla_hopper_qgmma_row_stats(int q_bytes) { return q_bytes == 1 ? 3 : 4; }
 constexpr int xqajit_mla_hopper_qgmma_smem(int kv_tile, int q_bytes) {
   return 1024 +
          kXqajitMlaHopperQ8Blocks * 128 *
              (xqajit_mla_hopper_qgmma_planes(q_bytes) * kXqajitMlaHopperRows +
               xqajit_mla_hopper_qgmma_buffers(q_bytes) * kv_tile) +
-         3 * kXqajitMlaHopperRows * 128 + (q_bytes == 1 ? 3 : 4) * kXqajitMlaHopperRows * 4;
+         3 * kXqajitMlaHopperRows * 128 + xqajit_mla_hopper_qgmma_row_stats(q_bytes) * kXqajitMlaHopperRows * 4;
 }
 // Whether the host encodes the cache's tensor map (boxes of 128 bytes x a page's rows).
 constexpr bool xqajit_mla_hopper_kv_map(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
