@@ -49,6 +49,7 @@
 #include "mla/hopper_math.cuh"
 #include "mla/hopper_narrow.cuh"
 #include "mla/hopper_narrow_fp8.cuh"
+#include "mla/hopper_narrow_qg.cuh"
 #include "mla/hopper_producer.cuh"
 #include "mla/hopper_qgmma.cuh"
 #include "mla/hopper_seesaw.cuh"
@@ -119,11 +120,16 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   // A plain fp8 cache, 32 rows or more: the fp8 tensor cores (mla/hopper_qgmma.cuh) for splits
   // of kQgMinTiles tiles or more; shorter ones run the per-tile schedule below, whose fixed
   // cost a split is smaller (m38).
-  if (kQgmma && num_tiles >= kQgMinTiles) {
+  // 16 rows take it for every split: the narrow schedule has no seesaw's fixed cost (m42).
+  if (kQgmma && (kNarrowQg || num_tiles >= kQgMinTiles)) {
     RowState st;
-    mla::init_rows<kR>(st, args, b, rb, rt, quad_row);
-    qgmma_cta(st, args, tma, smem, full_addr,
-              SeesawSplit{num_tiles, split_begin, split_end, draft_begin, logit_scale_log2}, b, rb, tid);
+    const SeesawSplit sp{num_tiles, split_begin, split_end, draft_begin, logit_scale_log2};
+    if constexpr (kNarrowQg) {
+      narrow_qg_cta(st, args, tma, smem, full_addr, sp, b, tid);
+    } else {
+      mla::init_rows<kR>(st, args, b, rb, rt, quad_row);
+      qgmma_cta(st, args, tma, smem, full_addr, sp, b, rb, tid);
+    }
     finish_rows(args, st, smem, &s_is_last, split, rb, b, rt, wg, kv_scale, lane);
     return;
   }

@@ -1,5 +1,6 @@
 #pragma once
-// Plain vector loads/stores and L2-coherent accesses for the split-KV workspace.
+// Plain vector loads/stores, byte stores to shared memory, and L2-coherent accesses for the
+// split-KV workspace.
 
 #include "common/types.cuh"
 
@@ -24,6 +25,11 @@ __device__ __forceinline__ F32x4 load_cg(const float* p) {
                : "l"(p));
   return v;
 }
+// One byte to shared memory by its shared-window address (a byte-wise transposed store).
+__device__ __forceinline__ void st_shared_u8(u32 addr, u32 v) {
+  asm volatile("st.shared.u8 [%0], %1;" ::"r"(addr), "r"(v));
+}
+
 __device__ __forceinline__ float load_cg1(const float* p) {
   float v;
   asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));

@@ -303,4 +303,42 @@ struct WgmmaRSF16<64> {
   }
 };
 
+// e4m3 at N = 16 / 32 (the MLA narrow schedule on the fp8 tensor cores: S^T = K Q^T with
+// Q's 16 rows, or a split Q's two planes as 32; O^T += V^T P^T with P's 16 rows). SS: both
+// operands by descriptor, D = D * (scale_d != 0) + A B; RS: A in registers, as
+// wgmma_m64n64k32_e4m3_rs.
+template <int kN>
+struct WgmmaE4m3;
+
+template <>
+struct WgmmaE4m3<16> {
+  static __device__ __forceinline__ void ss(float (&d)[8], u64 desc_a, u64 desc_b, int scale_d) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %10, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+  static __device__ __forceinline__ void rs(float (&d)[8], const u32 (&a)[4], u64 desc_b) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %13, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  }
+};
+template <>
+struct WgmmaE4m3<32> {
+  static __device__ __forceinline__ void ss(float (&d)[16], u64 desc_a, u64 desc_b, int scale_d) {
+    asm volatile(
+        "{.reg .pred p; setp.ne.b32 p, %18, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1;}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
+
 }  // namespace xqajit

@@ -47,19 +47,22 @@ constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache
 // (576 bytes a row in five 128-byte column blocks, the last half zeros; a P row is 64 keys,
 // or P hi then P lo). An fp8 Q has one plane and four tile buffers (tiles a + 4, a + 5 in
 // flight under a step's two, m35b); a split Q two planes, which leave room for three.
+// 16 rows (H=16 at q_len 1) run the narrow schedule on the same map (m42,
+// mla/hopper_narrow_qg.cuh): S^T = K Q^T with the raw tile as A, so a split Q's lo plane
+// sits in rows 16-31 of the one plane, which leaves room for four tile buffers.
 constexpr int kXqajitMlaHopperQ8Blocks = 5;
 constexpr bool xqajit_mla_hopper_qgmma(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
-  return (q_bytes == 1 || q_bytes == 2) && row_bytes == XQAJIT_MLA_QK_DIM && !sparse && heads * q_len >= 32;
+  return (q_bytes == 1 || q_bytes == 2) && row_bytes == XQAJIT_MLA_QK_DIM && !sparse && heads * q_len >= 16;
 }
-constexpr int xqajit_mla_hopper_qgmma_planes(int q_bytes) { return q_bytes; }
-constexpr int xqajit_mla_hopper_qgmma_buffers(int q_bytes) { return q_bytes == 1 ? 4 : 3; }
+constexpr int xqajit_mla_hopper_qgmma_planes(int q_bytes, int rows) { return rows == 16 ? 1 : q_bytes; }
+constexpr int xqajit_mla_hopper_qgmma_buffers(int q_bytes, int rows) { return rows == 16 || q_bytes == 1 ? 4 : 3; }
 // Per-row floats after the P: row max, scale0, scale1, and a split Q's 2^-e.
 constexpr int xqajit_mla_hopper_qgmma_row_stats(int q_bytes) { return q_bytes == 1 ? 3 : 4; }
-constexpr int xqajit_mla_hopper_qgmma_smem(int kv_tile, int q_bytes) {
+constexpr int xqajit_mla_hopper_qgmma_smem(int kv_tile, int q_bytes, int rows) {
   return 1024 +
          kXqajitMlaHopperQ8Blocks * 128 *
-             (xqajit_mla_hopper_qgmma_planes(q_bytes) * kXqajitMlaHopperRows +
-              xqajit_mla_hopper_qgmma_buffers(q_bytes) * kv_tile) +
+             (xqajit_mla_hopper_qgmma_planes(q_bytes, rows) * kXqajitMlaHopperRows +
+              xqajit_mla_hopper_qgmma_buffers(q_bytes, rows) * kv_tile) +
          3 * kXqajitMlaHopperRows * 128 + xqajit_mla_hopper_qgmma_row_stats(q_bytes) * kXqajitMlaHopperRows * 4;
 }
 // Whether the host encodes the cache's tensor map (boxes of 128 bytes x a page's rows).
@@ -94,15 +97,16 @@ constexpr int xqajit_mla_hopper_seesaw_bytes(int kv_tile) {
   return kXqajitMlaHopperRows * kv_tile * 2 + 3 * kXqajitMlaHopperRows * 4;
 }
 
-// A dense fp8 CTA of 16 real rows (H=16 at q_len 1) runs the narrow schedule with its A
-// operands (K, V^T) built in registers from the raw rows (m31, mla/hopper_narrow_fp8.cuh):
+// A dense fp8ds CTA of 16 real rows (H=16 at q_len 1; a plain fp8 cache's run on the fp8
+// tensor cores, m42) runs the narrow schedule with its A operands (K, V^T) built in
+// registers from the raw rows (m31, mla/hopper_narrow_fp8.cuh):
 // no bf16 tile, so as many raw stages as fit (up to 4), and fp8ds rows at a 704-byte
 // stride in shared memory (656 puts a fragment read's rows on the same banks). Sparse
 // specs keep their producer: gathered by the math threads into raw stages instead (m32),
 // sparse fp8ds H=16 B=64 ran 61.7 -> 68.9 us (session 27 run 1).
 constexpr int kXqajitMlaHopperMaxStages = 4;
 constexpr bool xqajit_mla_hopper_narrow_fp8(int heads, int q_len, int row_bytes, int sparse) {
-  return heads * q_len == 16 && row_bytes != XQAJIT_MLA_QK_DIM * 2 && !sparse;
+  return heads * q_len == 16 && row_bytes == XQAJIT_MLA_FP8DS_ROW_BYTES && !sparse;
 }
 constexpr int xqajit_mla_hopper_raw_stride(int row_bytes, bool narrow_fp8) {
   return narrow_fp8 && row_bytes == XQAJIT_MLA_FP8DS_ROW_BYTES ? 704 : row_bytes;
@@ -156,8 +160,8 @@ constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int
       ++stages;
   g.smem_bytes = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages, producer, narrow_fp8);
   if (xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, q_bytes, sparse) &&
-      xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes) > g.smem_bytes)
-    g.smem_bytes = xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes);  // either schedule's map fits
+      xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes, g.rows) > g.smem_bytes)
+    g.smem_bytes = xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes, g.rows);  // either schedule's map fits
   g.stages = builds && g.smem_bytes <= budget ? stages : 0;
   g.merge_bytes = g.smem_bytes - 1024;
   return g;

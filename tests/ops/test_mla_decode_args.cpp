@@ -391,37 +391,48 @@ TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, plans on 
   CHECK(mla_decode_plan(portable, h100()).smem_bytes > mla_decode_plan(fp8, h100()).smem_bytes);
 }
 
-TEST_CASE("fp8 Q over an fp8 cache of 32 rows or more runs on the fp8 tensor cores (hopper)", "[mla][args]") {
+TEST_CASE("fp8 or bf16 Q over a plain fp8 cache runs on the fp8 tensor cores (hopper)", "[mla][args]") {
   constexpr int fp8_row = XQAJIT_MLA_QK_DIM;
-  // Which specs: fp8 Q, a plain fp8 cache, 128 rows or more, dense.
+  // Which specs: fp8 or bf16 Q, a plain fp8 cache, dense.
   static_assert(xqajit_mla_hopper_qgmma(128, 1, fp8_row, 1, 0), "H=128");
   static_assert(xqajit_mla_hopper_qgmma(64, 2, fp8_row, 1, 0) && xqajit_mla_hopper_qgmma(32, 4, fp8_row, 1, 0),
                 "two row blocks at q_len > 1");
   static_assert(xqajit_mla_hopper_qgmma(64, 1, fp8_row, 1, 0) && xqajit_mla_hopper_qgmma(32, 1, fp8_row, 1, 0) &&
                     xqajit_mla_hopper_qgmma(16, 2, fp8_row, 1, 0),
                 "one row block of 32 rows or more (m37)");
-  static_assert(!xqajit_mla_hopper_qgmma(16, 1, fp8_row, 1, 0), "16 rows: the narrow schedule");
+  static_assert(xqajit_mla_hopper_qgmma(16, 1, fp8_row, 1, 0), "16 rows: the narrow schedule on it (m42)");
   static_assert(xqajit_mla_hopper_qgmma(128, 1, fp8_row, 2, 0) && xqajit_mla_hopper_qgmma(32, 1, fp8_row, 2, 0),
                 "bf16 Q over fp8: split into two e4m3 planes (m39)");
-  static_assert(!xqajit_mla_hopper_qgmma(16, 1, fp8_row, 2, 0), "bf16 Q, 16 rows: the narrow schedule");
+  static_assert(xqajit_mla_hopper_qgmma(16, 1, fp8_row, 2, 0), "bf16 Q, 16 rows: the narrow schedule on it (m42)");
+  static_assert(!xqajit_mla_hopper_narrow_fp8(16, 1, fp8_row, 0) &&
+                    xqajit_mla_hopper_narrow_fp8(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 0),
+                "the m31 register-built operands: fp8ds only");
   static_assert(!xqajit_mla_hopper_qgmma(128, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0), "fp8ds: bf16 Q");
   static_assert(!xqajit_mla_hopper_qgmma(128, 1, fp8_row, 1, 1), "sparse: the producer");
   // Its shared memory: Q, four raw tiles, three P, the row stats; a split Q's two planes, three
   // tiles and its row scales. Both within sm_90's opt-in limit.
   constexpr XqajitMlaGeometry g = xqajit_mla_hopper_geometry(128, 1, 64, fp8_row, 1, 90, 0);
-  static_assert(g.smem_bytes == xqajit_mla_hopper_qgmma_smem(64, 1) && g.stages == 2 && g.threads == 256,
+  static_assert(g.smem_bytes == xqajit_mla_hopper_qgmma_smem(64, 1, 128) && g.stages == 2 && g.threads == 256,
                 "the QGMMA geometry");
   constexpr XqajitMlaGeometry split = xqajit_mla_hopper_geometry(128, 1, 64, fp8_row, 2, 90, 0);
-  static_assert(split.smem_bytes == xqajit_mla_hopper_qgmma_smem(64, 2) && split.stages == 2,
+  static_assert(split.smem_bytes == xqajit_mla_hopper_qgmma_smem(64, 2, 128) && split.stages == 2,
                 "the split-Q QGMMA geometry");
-  static_assert(xqajit_mla_hopper_qgmma_buffers(1) == 4 && xqajit_mla_hopper_qgmma_buffers(2) == 3,
+  static_assert(xqajit_mla_hopper_qgmma_buffers(1, 64) == 4 && xqajit_mla_hopper_qgmma_buffers(2, 64) == 3,
                 "an fp8 Q's four tile buffers, a split Q's three");
+  // 16 rows: a split Q's lo plane in the one plane's rows 16-31, so four buffers either way.
+  constexpr XqajitMlaGeometry narrow = xqajit_mla_hopper_geometry(16, 1, 64, fp8_row, 2, 90, 0);
+  static_assert(xqajit_mla_hopper_qgmma_planes(2, 16) == 1 && xqajit_mla_hopper_qgmma_buffers(2, 16) == 4 &&
+                    narrow.smem_bytes == xqajit_mla_hopper_qgmma_smem(64, 2, 16) && narrow.stages == 2 &&
+                    narrow.smem_bytes <= xqajit_mla_smem_budget(90),
+                "the narrow QGMMA geometry");
   // The host encodes the cache's tensor map for it (and for bf16 dense), not for the others.
   static_assert(xqajit_mla_hopper_kv_map(128, 1, fp8_row, 1, 0) && xqajit_mla_hopper_kv_map(16, 1, fp8_row * 2, 2, 0),
                 "TMA: QGMMA and bf16 dense");
   static_assert(xqajit_mla_hopper_kv_map(128, 1, fp8_row, 2, 0), "TMA: bf16 Q over fp8 (the split Q)");
-  static_assert(!xqajit_mla_hopper_kv_map(16, 1, fp8_row, 2, 0) && !xqajit_mla_hopper_kv_map(128, 1, fp8_row * 2, 2, 1),
-                "no map: 16 rows over fp8, sparse");
+  static_assert(xqajit_mla_hopper_kv_map(16, 1, fp8_row, 2, 0), "TMA: 16 rows over fp8 (m42)");
+  static_assert(!xqajit_mla_hopper_kv_map(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0) &&
+                    !xqajit_mla_hopper_kv_map(128, 1, fp8_row * 2, 2, 1),
+                "no map: fp8ds, sparse");
   MlaDecodeParams p = valid_params();
   p.input = p.kv = DType::fp8;
   p.num_heads = 128;

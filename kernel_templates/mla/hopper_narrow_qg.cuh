@@ -1,0 +1,352 @@
+#pragma once
+// Hopper MLA backend, the narrow schedule on the fp8 tensor cores (m42, m43): a CTA of 16
+// real rows (H=16 at q_len 1) over a plain fp8 cache. The transposed products of
+// mla/hopper_narrow.cuh, as e4m3 wgmmas over the raw tiles as TMA lands them (the QGMMA map,
+// mla/hopper_qgmma.cuh), so nothing of the cache is converted:
+//   S^T = K Q^T     m64nNk32 SS: A = the raw tile (64 keys, K-major as it lies), B = Q's 16
+//                   rows (N = 16), or a split Q's hi and lo planes as rows 0-15 and 16-31 of
+//                   one plane (N = 32, the two halves of a column added, times 2^-e_r).
+//   O^T += V^T P^T  m64n16k32 RS: A = V^T built in registers (load_vt, as the QGMMA seesaw),
+//                   B = P^T stored as e4m3 P[query row][key] x 2^8 (a split Q's P as hi and
+//                   lo, bytes 0-63 and 64-127 of a row), eight m64 blocks: all 512 dims.
+// Each warpgroup runs its own tiles (m43): warpgroup w takes tiles w, w + 2, .., with its own
+// online softmax over them, so the two chains of a tile (S^T, softmax, P^T, O^T) overlap each
+// other instead of meeting at two CTA barriers a tile; the two partial results merge once, at
+// the end (narrow_qg_rows). The m31 path this replaces for plain fp8 (mla/hopper_narrow_fp8.cuh,
+// still fp8ds's) converted every K and V byte to fp16 on Hopper's conversion unit, which runs
+// at a fraction of the ALU rate.
+// Tiles: four buffers, tile t in buffer t % 4 (parity (t / 4) & 1 on its five column-block
+// barriers), so warpgroup w's are buffers w and w + 2; its first thread refills the buffer of
+// its previous tile with tile t + 2 as tile t starts (the warpgroup is past that tile's P^T
+// barrier, so done with its K and V).
+
+#include "common/fp8.cuh"
+#include "common/memory.cuh"
+#include "common/named_barrier.cuh"
+#include "common/tma.cuh"
+#include "common/wgmma.cuh"
+#include "mla/hopper_loads.cuh"
+#include "mla/hopper_narrow.cuh"
+#include "mla/hopper_qgmma.cuh"
+
+namespace xqajit {
+namespace mla_hopper {
+
+constexpr int kQgN = kQgSplit ? 2 * kN : kN;  // S^T's N: Q's rows, or both of a split Q's planes
+constexpr int kQgOBlocks = kV / 64;           // O^T's m64 blocks: all 512 dims a warpgroup
+constexpr int kPtBytes = kN * 128;            // one warpgroup's P^T: 16 rows of 128 bytes
+
+struct NarrowQgState {
+  float row_max[kNSlots], row_sum[kNSlots];  // per slot; row_sum over this thread's key rows
+  float o[kQgOBlocks][kNRegs];               // O^T x 2^8, dims narrow_qg_dim
+};
+
+// The dim of O^T block d's register i: load_vt's order in each half of 256 dims.
+__device__ __forceinline__ int narrow_qg_dim(int d, int i, int rt, int lane) {
+  return kWgDims * (d >> 2) + 64 * rt + 8 * (lane >> 2) + 4 * ((i >> 1) & 1) + (d & 3);
+}
+
+struct NarrowQgSmem {
+  unsigned char* base;  // the 1024-aligned shared-memory base
+  u32 q, buf0, pt0;     // Q, the first tile buffer, warpgroup 0's P^T (then warpgroup 1's)
+  float* max;           // [warpgroup][warp][query row]: a tile's max per warp
+  const float* q_inv;   // a split Q's 2^-e of each row
+  u32 bars;             // mbarriers [buffer][column block]
+  __device__ u32 buf(int buffer) const { return buf0 + buffer * kK8Bytes; }
+  __device__ u32 bar(int buffer) const { return bars + buffer * kQ8Blocks * 8; }
+  __device__ unsigned char* ptr(u32 addr) const { return base + (addr - smem_addr(base)); }
+};
+
+// A bf16 Q's 16 rows for the narrow schedule (kQgSplit): stage_q_split's planes (row r times
+// 2^e_r, hi in rows 0-15, lo in rows 16-31 of the one plane), by 16 threads a row so that all
+// 256 convert (a row's 576 values as 9 runs of 4 a thread): a short split's fixed cost.
+__device__ __forceinline__ void stage_q_split_narrow(const XqajitMlaArgs& args, unsigned char* q_smem, float* q_inv,
+                                                     int b, int tid) {
+  constexpr int kLanes = kThreads / kN;        // 16 threads a row
+  constexpr int kRuns = kQk / 4 / kLanes;      // runs of 4 values a thread
+  static_assert(kRuns * 4 * kLanes == kQk, "a row in whole runs");
+  const int r = tid / kLanes, j = tid % kLanes;
+  const uint2* const src = reinterpret_cast<const uint2*>(mla::q_row(args, b, r));
+  uint2 w[kRuns];
+  u32 amax_bits = 0;  // |bf16| << 16 orders as the value does
+#pragma unroll
+  for (int k = 0; k < kRuns; ++k) {
+    w[k] = src[j + kLanes * k];
+    const u32 m0 = w[k].x & 0x7fff7fffu, m1 = w[k].y & 0x7fff7fffu;
+    amax_bits = max(amax_bits, max(max(m0 << 16, m0 & 0xffff0000u), max(m1 << 16, m1 & 0xffff0000u)));
+  }
+#pragma unroll
+  for (int x = 1; x < kLanes; x <<= 1) amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, x));
+  const int ea = (int)(amax_bits >> 23) - 127;  // as stage_q_split: the row's max into [128, 256)
+  const int e = amax_bits == 0 ? 0 : min(126, max(-126, 7 - ea));
+  const float scale = __int_as_float((127 + e) << 23);
+  if (j == 0) q_inv[r] = __int_as_float((127 - e) << 23);
+#pragma unroll
+  for (int k = 0; k < kRuns; ++k) {
+    const int v0 = 4 * (j + kLanes * k);  // values v0..v0 + 3: bytes of chunk v0 / 16
+    u16 h[2], l[2];
+    f32x2_to_e4m3x2_split(__uint_as_float(w[k].x << 16) * scale, __uint_as_float(w[k].x & 0xffff0000u) * scale, h[0],
+                          l[0]);
+    f32x2_to_e4m3x2_split(__uint_as_float(w[k].y << 16) * scale, __uint_as_float(w[k].y & 0xffff0000u) * scale, h[1],
+                          l[1]);
+    const u32 off = sw128_offset(r, v0 >> 4, kR) + (v0 & 15);
+    *reinterpret_cast<u32*>(q_smem + off) = h[0] | ((u32)h[1] << 16);
+    *reinterpret_cast<u32*>(q_smem + kQgLoOff + off) = l[0] | ((u32)l[1] << 16);
+  }
+  if (j < 4) {  // the rope block's second half (chunks 36..39): zeros in both planes
+    const u32 pad = sw128_offset(r, kQk / 16 + j, kR);
+    *reinterpret_cast<U32x4*>(q_smem + pad) = U32x4{0, 0, 0, 0};
+    *reinterpret_cast<U32x4*>(q_smem + kQgLoOff + pad) = U32x4{0, 0, 0, 0};
+  }
+}
+
+// S^T += K Q^T over column block cb of the tile at k_addr (kSteps k32 steps), one commit group.
+// One accumulator: the tensor pipe chains dependent wgmmas back to back, and rotating two or
+// three accumulators over the steps ran 35 % slower (m45, session 30 run 5).
+template <int kSteps>
+__device__ __forceinline__ void narrow_qk_block(float (&acc)[kQgN / 2], u32 q_addr, u32 k_addr, u32 bars, u32 parity,
+                                                int cb) {
+  mbarrier_wait_parity(bars + 8 * cb, parity);
+  const u64 da = wgmma_desc_sw128(k_addr + cb * kTile * 128, 16, 1024);
+  const u64 db = wgmma_desc_sw128(q_addr + cb * kR * 128, 16, 1024);
+  wgmma_fence();
+#pragma unroll
+  for (int sub = 0; sub < kSteps; ++sub) WgmmaE4m3<kQgN>::ss(acc, da + 2 * sub, db + 2 * sub, 1);
+  wgmma_commit();
+}
+
+// P x 2^8 -> e4m3 P[query row][key] at pt (store_p8's layout, 16 rows; a split Q's P as hi
+// and lo): this thread's key rows 16 rt + lane / 4 (+ 8), query rows its slots'.
+__device__ __forceinline__ void narrow_store_pt(const float (&p)[kNRegs], u32 pt, int rt, int lane) {
+#pragma unroll
+  for (int i = 0; i < kNRegs; i += 2) {  // query rows h, h + 1 of key row t
+    const int t = 16 * rt + (lane >> 2) + 8 * ((i >> 1) & 1), h = slot_col(acc_slot(i), lane);
+    const u32 at0 = pt + h * 128 + ((((t >> 4) ^ (h & 7)) << 4) | (t & 15));
+    const u32 at1 = pt + (h + 1) * 128 + ((((t >> 4) ^ ((h + 1) & 7)) << 4) | (t & 15));
+    if constexpr (kQgSplit) {
+      u16 hi, lo;
+      f32x2_to_e4m3x2_split(p[i] * kPScale, p[i + 1] * kPScale, hi, lo);
+      st_shared_u8(at0, hi & 0xff), st_shared_u8(at1, hi >> 8);
+      st_shared_u8(at0 ^ 64, lo & 0xff), st_shared_u8(at1 ^ 64, lo >> 8);
+    } else {
+      const u16 v = f32x2_to_e4m3x2(p[i] * kPScale, p[i + 1] * kPScale);
+      st_shared_u8(at0, v & 0xff), st_shared_u8(at1, v >> 8);
+    }
+  }
+}
+
+// One tile (in buffer `buf`, its barriers' parity `parity`) by this warpgroup alone.
+__device__ __forceinline__ void narrow_qg_tile(NarrowQgState& ns, const NarrowQgSmem& sm, const NarrowTile& t,
+                                               int buf, u32 parity, int wg, int rt, int lane) {
+  const float kInf = __int_as_float(0x7f800000);
+  const u32 k_addr = sm.buf(buf), bars = sm.bar(buf);
+  const unsigned char* const tile = sm.ptr(k_addr);
+
+  // S^T over the 576 dims, V^T's fragments (both halves of 512 dims) loaded under it.
+  // (The blocks unrolled: a loop of them ran 7 % slower, m45.)
+  float acc[kQgN / 2];
+#pragma unroll
+  for (int i = 0; i < kQgN / 2; ++i) acc[i] = 0.f;
+#pragma unroll
+  for (int cb = 0; cb < kRope8Block; ++cb) narrow_qk_block<4>(acc, sm.q, k_addr, bars, parity, cb);
+  narrow_qk_block<(kQk - kV) / 32>(acc, sm.q, k_addr, bars, parity, kRope8Block);
+  u32 v[2][2][4][4];
+  load_vt(v[0], tile, 0, rt, lane);
+  load_vt(v[1], tile, 1, rt, lane);
+  wgmma_wait<0>();
+  wgmma_pin(acc);
+
+  // Log2 units, the mask (-inf by select), the tile's max per query row.
+  const bool need_mask = tile_needs_mask(t.tile_start, t.split_end, t.draft_begin);
+  float s[kNRegs], tmax[kNSlots];
+#pragma unroll
+  for (int c = 0; c < kNSlots; ++c) tmax[c] = -kInf;
+#pragma unroll
+  for (int i = 0; i < kNRegs; ++i) {
+    float x = kQgSplit ? (acc[i] + acc[i + kNRegs]) * sm.q_inv[slot_col(acc_slot(i), lane)] : acc[i];
+    x *= t.logit_scale_log2;
+    if (need_mask) {
+      const int key = 16 * rt + (lane >> 2) + 8 * ((i >> 1) & 1);
+      x = mla::key_visible(t.tile_start + key, t.split_end, t.draft_begin, t.bits) ? x : -kInf;
+    }
+    s[i] = x;
+    tmax[acc_slot(i)] = fmaxf(tmax[acc_slot(i)], x);
+  }
+  reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });
+  float* const wmax = sm.max + wg * 4 * kN;  // [warp][query row], this warpgroup's
+  if (lane < 4) {
+#pragma unroll
+    for (int c = 0; c < kNSlots; ++c) wmax[rt * kN + slot_col(c, lane)] = tmax[c];
+  }
+  named_barrier_sync(kNarrowBarrier + wg, 128);
+  float base[kNSlots], corr[kNSlots];
+#pragma unroll
+  for (int c = 0; c < kNSlots; ++c) {
+    float m = ns.row_max[c];
+#pragma unroll
+    for (int w = 0; w < 4; ++w) m = fmaxf(m, wmax[w * kN + slot_col(c, lane)]);
+    base[c] = m == -kInf ? 0.f : m;  // never -inf - -inf
+    corr[c] = fast_exp2(ns.row_max[c] - base[c]);
+    ns.row_max[c] = m;
+  }
+
+  // P = exp2(S - base) -> P^T; the sums and O^T onto the new max.
+  float p[kNRegs], tsum[kNSlots] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < kNRegs; ++i) {
+    p[i] = fast_exp2(s[i] - base[acc_slot(i)]);
+    tsum[acc_slot(i)] += p[i];
+  }
+  const u32 pt = sm.pt0 + wg * kPtBytes;
+  narrow_store_pt(p, pt, rt, lane);
+  fence_proxy_async();  // P^T -> visible to this warpgroup's wgmmas
+#pragma unroll
+  for (int c = 0; c < kNSlots; ++c) ns.row_sum[c] = ns.row_sum[c] * corr[c] + tsum[c];
+  if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f || corr[2] != 1.f || corr[3] != 1.f)) {
+#pragma unroll
+    for (int d = 0; d < kQgOBlocks; ++d)
+#pragma unroll
+      for (int i = 0; i < kNRegs; ++i) ns.o[d][i] *= corr[acc_slot(i)];
+  }
+  named_barrier_sync(kNarrowBarrier + wg, 128);  // P^T is in shared memory; the maxima are read
+
+  // O^T += V^T P^T over all 512 dims (P's hi and lo where split).
+#pragma unroll
+  for (int d = 0; d < kQgOBlocks; ++d) wgmma_pin(ns.o[d]);
+  wgmma_fence();
+#pragma unroll
+  for (int plane = 0; plane < (kQgSplit ? 2 : 1); ++plane)
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+      for (int d = 0; d < kQgOBlocks; ++d)
+        WgmmaE4m3<kN>::rs(ns.o[d], v[d >> 2][ks][d & 3], wgmma_desc_sw128(pt + plane * 64 + ks * 32, 16, 1024));
+  wgmma_commit();
+  wgmma_wait<0>();
+#pragma unroll
+  for (int d = 0; d < kQgOBlocks; ++d) wgmma_pin(ns.o[d]);
+}
+
+// Both warpgroups' rows -> one, in the per-tile schedule's RowState (rows 16 rt + quad_row
+// (+ 8) of warp rt, dims 256 wg + 8 i + 2 quad_col (+ 1)) for finish_rows: each warpgroup's
+// O^T through its own `region` (kN x (kV + 4) floats), its maxima and sums through `stats`;
+// each row then weighs the two by 2^(max_w - max). Rows past kN are padding.
+__device__ __forceinline__ void narrow_qg_rows(NarrowQgState& ns, RowState& st, float* region, float* stats, int wg,
+                                               int rt, int lane) {
+  constexpr int kStride = kV + 4;  // a row's 16 lanes of one store phase on distinct banks
+  const float kInf = __int_as_float(0x7f800000);
+  reduce_over_key_rows(ns.row_sum, [](float a, float b) { return a + b; });
+  math_sync();  // every wgmma of both warpgroups is done with the buffers
+  float* const sums = stats;             // [warpgroup][warp][query row]
+  float* const maxes = stats + 8 * kN;   // [warpgroup][query row]
+  if (lane < 4) {
+#pragma unroll
+    for (int c = 0; c < kNSlots; ++c) {
+      sums[(wg * 4 + rt) * kN + slot_col(c, lane)] = ns.row_sum[c];
+      if (rt == 0) maxes[wg * kN + slot_col(c, lane)] = ns.row_max[c];
+    }
+  }
+  float* const mine = region + wg * kN * kStride;
+#pragma unroll
+  for (int d = 0; d < kQgOBlocks; ++d)
+#pragma unroll
+    for (int i = 0; i < kNRegs; ++i)
+      mine[slot_col(acc_slot(i), lane) * kStride + narrow_qg_dim(d, i, rt, lane)] = ns.o[d][i] * (1.f / kPScale);
+  math_sync();
+  const int quad_row = lane >> 2, quad_col = lane & 3;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = rt * 16 + quad_row + half * 8;
+    const bool real = r < kN;
+    float m = -kInf, f[2] = {0.f, 0.f}, sum = 0.f;
+    if (real) {
+      m = fmaxf(maxes[r], maxes[kN + r]);
+#pragma unroll
+      for (int w = 0; w < 2; ++w) {
+        f[w] = maxes[w * kN + r] == -kInf ? 0.f : fast_exp2(maxes[w * kN + r] - m);
+        sum += f[w] * (sums[(4 * w) * kN + r] + sums[(4 * w + 1) * kN + r] + sums[(4 * w + 2) * kN + r] +
+                       sums[(4 * w + 3) * kN + r]);
+      }
+    }
+    st.row_max[half] = m;
+    st.row_sum[half] = quad_col == 0 ? sum : 0.f;
+#pragma unroll
+    for (int i = 0; i < kAccTiles; ++i) {
+      float2 o = make_float2(0.f, 0.f);
+      if (real) {
+        const int at = r * kStride + wg * kWgDims + 8 * i + 2 * quad_col;
+        const float2 a = *reinterpret_cast<const float2*>(region + at);
+        const float2 b = *reinterpret_cast<const float2*>(region + kN * kStride + at);
+        o = make_float2(a.x * f[0] + b.x * f[1], a.y * f[0] + b.y * f[1]);
+      }
+      st.acc[i][2 * half] = o.x, st.acc[i][2 * half + 1] = o.y;
+    }
+  }
+}
+
+// The whole CTA on the narrow QGMMA path, up to the shared epilogue: Q staged, the split's
+// tiles, then st as finish_rows takes it. `bars`: kQgBuffers x kQ8Blocks mbarriers, initialised.
+__device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs& args, const TmaTileLoader& tma,
+                                              unsigned char* smem, u32 bars, const SeesawSplit& sp, int b, int tid) {
+  static_assert(!kNarrowQg || kQgBuffers == 4, "two tile buffers a warpgroup");
+  const int lane = tid & 31, wg = tid >> 7, rt = (tid >> 5) & 3;
+  NarrowQgSmem sm;
+  sm.base = smem;
+  sm.q = smem_addr(smem + kQOff);
+  sm.buf0 = smem_addr(smem + kQgRawOff);
+  sm.pt0 = smem_addr(smem + kQgP8Off);
+  sm.max = reinterpret_cast<float*>(smem + kQgP8Off + kP8Bytes);
+  float* const q_inv = reinterpret_cast<float*>(smem + kQgStatsOff) + 3 * kR;  // QgmmaSmem::q_inv
+  sm.q_inv = q_inv;
+  sm.bars = bars;
+  if (tid == 0) {
+    int ids[TmaTileLoader::kPagesPerTile];
+    for (int t = 0; t < kQgBuffers && t < sp.num_tiles; ++t) {
+      tma.pages(t, ids);
+      tma.issue_cols<0, kQ8Blocks>(ids, sm.buf(t), sm.bar(t));
+    }
+  }
+  const bool issuer = (tid & 127) == 0;  // this warpgroup's refills
+  int ids[TmaTileLoader::kPagesPerTile];
+  if (issuer) tma.pages(wg + kQgBuffers, ids);
+  if constexpr (kQgSplit) stage_q_split_narrow(args, smem + kQOff, q_inv, b, tid);
+  else stage_q8(args, smem + kQOff, b, 0, tid);
+  fence_proxy_async();  // Q's st.shared -> visible to wgmma
+  __syncthreads();
+
+  NarrowQgState ns;
+#pragma unroll
+  for (int c = 0; c < kNSlots; ++c) ns.row_max[c] = -__int_as_float(0x7f800000), ns.row_sum[c] = 0.f;
+#pragma unroll
+  for (int d = 0; d < kQgOBlocks; ++d)
+#pragma unroll
+    for (int i = 0; i < kNRegs; ++i) ns.o[d][i] = 0.f;
+  const unsigned bits = mla::draft_bits(args, b, 0, kQLen);
+#pragma unroll 1
+  for (int it = wg; it < sp.num_tiles; it += 2) {
+    const int buf = it % kQgBuffers;
+    const u32 parity = (u32)(it / kQgBuffers) & 1u;
+    if (issuer && it >= 2 && it + 2 < sp.num_tiles) {  // tile it - 2's buffer takes tile it + 2
+      const int prev = (it - 2) % kQgBuffers;
+      tma.issue_cols<0, kQ8Blocks>(ids, sm.buf(prev), sm.bar(prev));
+      tma.pages(it + 4, ids);
+    }
+    const NarrowTile nt{sp.split_begin + it * kTile, sp.split_end, sp.draft_begin, bits, sp.logit_scale_log2,
+                        nullptr};
+    const int valid = sp.split_end - nt.tile_start;
+    if (valid < kTile) {  // the split's last tile: the keys past it -> zeros in V (P = 0 times NaN)
+#pragma unroll 1
+      for (int cb = 0; cb < 2 * kVtBlocks; ++cb) mbarrier_wait_parity(sm.bar(buf) + 8 * cb, parity);
+      zero_cols_tail<0, 2 * kVtBlocks>(sm.ptr(sm.buf(buf)), valid, tid & 127);
+      fence_proxy_async();
+      named_barrier_sync(kNarrowBarrier + wg, 128);
+    }
+    narrow_qg_tile(ns, sm, nt, buf, parity, wg, rt, lane);
+  }
+  float* const stats = reinterpret_cast<float*>(smem + kQgP8Off + kP8Bytes);
+  narrow_qg_rows(ns, st, reinterpret_cast<float*>(smem + kQgRawOff), stats, wg, rt, lane);
+  __syncthreads();  // the rows are read: the epilogue may reuse shared memory
+}
+
+}  // namespace mla_hopper
+}  // namespace xqajit
