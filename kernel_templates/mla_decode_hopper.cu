@@ -19,9 +19,11 @@
 // and made visible to wgmma by a proxy fence + barrier. A CTA of 16 real rows
 // (H=16 at q_len 1) runs the per-tile loop with the transposed products instead
 // (mla/hopper_narrow.cuh, m26: S^T = K Q^T and O^T += V^T P^T, m64n16), a
-// quarter of the padded tile's tensor work; over a dense fp8 cache it builds both
+// quarter of the padded tile's tensor work; over a dense fp8ds cache it builds both
 // products' A operands in registers from the raw rows (mla/hopper_narrow_fp8.cuh,
-// m31: fp16, no bf16 tile, up to 4 raw stages in flight). Sparse specs that
+// m31: fp16, no bf16 tile, up to 4 raw stages in flight), and over a plain fp8 cache
+// it runs on the fp8 tensor cores, each warpgroup on its own tiles
+// (mla/hopper_narrow_qg.cuh, m43). Sparse specs that
 // xqajit_mla_hopper_producer names get a third warpgroup that gathers and converts
 // the rows into two bf16 buffers (mla/hopper_producer.cuh, m20), shared by the
 // two CTAs of an H=128 token's cluster (crossover, m21). A plain fp8 cache, CTAs of 32
@@ -33,7 +35,8 @@
 // Geometry: mla/hopper_geometry.h; pieces: mla/hopper_loads.cuh (TMA and cp.async
 // loads), mla/hopper_producer.cuh (the producer warpgroup), mla/hopper_qgmma.cuh (the
 // fp8 tensor cores), mla/hopper_narrow.cuh (the 16-row math), mla/hopper_narrow_fp8.cuh
-// (its fp8 operands), mla/hopper_epilogue.cuh (stores, split merge); PTX:
+// (its fp8ds operands), mla/hopper_narrow_qg.cuh (16 rows on the fp8 tensor cores),
+// mla/hopper_epilogue.cuh (stores, split merge); PTX:
 // common/wgmma.cuh, common/tma.cuh, common/cluster.cuh.
 
 #include "common/cluster.cuh"
@@ -119,8 +122,8 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
                           kTma || kQgmma ? l2_evict_first_policy() : 0ull};
   // A plain fp8 cache, 32 rows or more: the fp8 tensor cores (mla/hopper_qgmma.cuh) for splits
   // of kQgMinTiles tiles or more; shorter ones run the per-tile schedule below, whose fixed
-  // cost a split is smaller (m38).
-  // 16 rows take it for every split: the narrow schedule has no seesaw's fixed cost (m42).
+  // cost a split is smaller (m38). 16 rows take them for every split (mla/hopper_narrow_qg.cuh,
+  // m43: no seesaw, so no seesaw's fixed cost).
   if (kQgmma && (kNarrowQg || num_tiles >= kQgMinTiles)) {
     RowState st;
     const SeesawSplit sp{num_tiles, split_begin, split_end, draft_begin, logit_scale_log2};

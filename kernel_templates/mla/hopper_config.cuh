@@ -20,7 +20,7 @@ constexpr int kR = kGeo.rows_per_cta;  // 64: one wgmma M tile
 constexpr int kThreads = kXqajitMlaHopperThreads;  // the two math warpgroups
 constexpr int kBlockThreads = kGeo.threads;        // and the producer's, where there is one
 constexpr int kStages = kGeo.stages;
-// Dense fp8 at 16 rows: the narrow schedule's A operands from the raw rows (m31,
+// Dense fp8ds at 16 rows: the narrow schedule's A operands from the raw rows (m31,
 // mla/hopper_narrow_fp8.cuh): no bf16 tile, up to 4 raw stages of kRawStride-byte rows.
 constexpr bool kNarrowFp8 = xqajit_mla_hopper_narrow_fp8(kHeads, kQLen, kRawRowBytes, MLA_SPARSE);
 constexpr int kRawStride = xqajit_mla_hopper_raw_stride(kRawRowBytes, kNarrowFp8);
@@ -30,8 +30,9 @@ constexpr int kWgDims = kV / 2;        // output dims of one warpgroup (the wgmm
 // warpgroup where xqajit_mla_hopper_producer says so (mla/hopper_producer.cuh), else, and
 // dense fp8 rows, by cp.async from the math threads (mla/hopper_loads.cuh).
 constexpr bool kTma = xqajit_mla_hopper_tma(kCacheBytes, MLA_SPARSE);
-// A plain fp8 cache, 32 rows or more: the fp8 tensor cores (m35, m37, mla/hopper_qgmma.cuh),
-// raw tiles by TMA; a bf16 Q split into two e4m3 planes (m39), as P then is too.
+// A plain fp8 cache: the fp8 tensor cores (m35, m37, mla/hopper_qgmma.cuh; 16 rows: the narrow
+// schedule, m43, mla/hopper_narrow_qg.cuh), raw tiles by TMA; a bf16 Q split into two e4m3
+// planes (m39), as P then is too.
 constexpr bool kQgmma = xqajit_mla_hopper_qgmma(kHeads, kQLen, kRawRowBytes, kFp8Q ? 1 : 2, MLA_SPARSE);
 constexpr bool kQgSplit = kQgmma && !kFp8Q;
 constexpr bool kProducer = kBlockThreads > kThreads;

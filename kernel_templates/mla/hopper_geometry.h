@@ -35,7 +35,7 @@ constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache
 // tensor cores (m35, mla/hopper_qgmma.cuh): S = Q K^T and O^T += V^T P^T as e4m3 wgmmas, the
 // raw tiles by TMA (boxes of 128 bytes), nothing converted but P. m35 took two row blocks or
 // more (H=128); m37 every CTA of 32 rows or more (H=32/64, H=16 at q_len >= 2), whose per-tile
-// conversion path ran ~2 x slower (16 rows keep the narrow schedule). A bf16 Q over the same
+// conversion path ran ~2 x slower; m43 16 rows too (below). A bf16 Q over the same
 // cache runs there too (m39): Q and P are each split into two e4m3 planes (hi + lo, ~bf16's
 // precision), so both products take twice the fp8 steps, the bf16 rate, and still nothing of
 // the cache is converted. Short splits (fewer than 8 tiles for an fp8 Q, 8 or fewer for a
@@ -47,9 +47,10 @@ constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache
 // (576 bytes a row in five 128-byte column blocks, the last half zeros; a P row is 64 keys,
 // or P hi then P lo). An fp8 Q has one plane and four tile buffers (tiles a + 4, a + 5 in
 // flight under a step's two, m35b); a split Q two planes, which leave room for three.
-// 16 rows (H=16 at q_len 1) run the narrow schedule on the same map (m42,
+// 16 rows (H=16 at q_len 1) run the narrow schedule on the same map, every split (m42-m45,
 // mla/hopper_narrow_qg.cuh): S^T = K Q^T with the raw tile as A, so a split Q's lo plane
-// sits in rows 16-31 of the one plane, which leaves room for four tile buffers.
+// sits in rows 16-31 of the one plane, which leaves room for four tile buffers, two for
+// each warpgroup's own tiles.
 constexpr int kXqajitMlaHopperQ8Blocks = 5;
 constexpr bool xqajit_mla_hopper_qgmma(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
   return (q_bytes == 1 || q_bytes == 2) && row_bytes == XQAJIT_MLA_QK_DIM && !sparse && heads * q_len >= 16;

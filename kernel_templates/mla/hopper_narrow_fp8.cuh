@@ -1,20 +1,21 @@
 #pragma once
-// Hopper MLA backend, the narrow schedule over a dense fp8 cache (m31): the A
-// operands of S^T = K Q^T and O^T += V^T P^T are built in registers from the raw
+// Hopper MLA backend, the narrow schedule over a dense fp8ds cache (m31; a plain fp8
+// cache's 16 rows run on the fp8 tensor cores instead, mla/hopper_narrow_qg.cuh, m43): the
+// A operands of S^T = K Q^T and O^T += V^T P^T are built in registers from the raw
 // rows as they landed (e4m3 -> fp16, exact), as the hopper GQA kernel does for its
 // fp8 cache, so there is no bf16 tile: no conversion pass through shared memory, no
 // barrier between copy and math, and the stages it took hold more raw tiles in
-// flight (mla/hopper_geometry.h: 4 of fp8, 3 of fp8ds). Both products run in fp16:
+// flight (mla/hopper_geometry.h: 3 of fp8ds rows). Both products run in fp16:
 //  * Q is staged once as fp16, prescaled by the logit scale (log2 units, as GQA's
 //    fp8 path), its dims permuted to the order a thread's K bytes come in
 //    (common/fp8.cuh, fp8_k_dim); P^T is stored as fp16 (P <= 1).
 //  * K: each thread reads 16 bytes of each of its two key rows per 64-dim group
 //    (four k16 steps). A warpgroup takes latent groups 4 wg..4 wg + 3 and rope
-//    k-steps 2 wg, 2 wg + 1. fp8ds: each 128-dim scale group and the bf16 rope
-//    (converted to fp16) accumulate apart; the scales multiply the sums per key row.
+//    k-steps 2 wg, 2 wg + 1. Each 128-dim scale group and the bf16 rope (converted
+//    to fp16) accumulate apart; the scales multiply the sums per key row.
 //  * V^T: thread (rt, r) owns the 8 adjacent latent dims 256 wg + 8 (8 rt + r) ..,
 //    one 8-byte read per key row (rows 16 ks + 2c + {0, 1, 8, 9}), bytes transposed
-//    into key pairs by prmt. fp8ds: the 8 dims share one scale group, so the scale is
+//    into key pairs by prmt. The 8 dims share one scale group, so the scale is
 //    per key: multiplied into the fp16 pairs, normalised per tile by a power of two
 //    (the tile's largest scale in [1, 2): no fp16 overflow or subnormal scales), and
 //    O^T rescaled when that power moves (NarrowState::o_exp).
@@ -41,8 +42,7 @@ __device__ __forceinline__ void stage_q_narrow_fp8(const XqajitMlaArgs& args, un
     for (int j = 0; j < 4; ++j) {  // logical dims 8 chunk + 2 j, + 1: two adjacent actual dims
       const int dim = fp8_k_dim(8 * chunk + 2 * j);
       float lo, hi;
-      if constexpr (kFp8Q) unpack_x2<true>(e4m3x2_to_x2<true>(*reinterpret_cast<const u16*>(row + dim)), lo, hi);
-      else unpack_x2<false>(*reinterpret_cast<const u32*>(row + 2 * dim), lo, hi);
+      unpack_x2<false>(*reinterpret_cast<const u32*>(row + 2 * dim), lo, hi);  // bf16: fp8ds takes no fp8 Q
       w[j] = pack_f32x2<true>(lo * scale, hi * scale);
     }
     *reinterpret_cast<U32x4*>(q_smem + sw128_offset(r, chunk, kR)) = U32x4{w[0], w[1], w[2], w[3]};
@@ -68,12 +68,12 @@ struct NarrowFp8Operands {
   static constexpr int kLatentGroups = kV / 64 / 2;  // 64-dim groups of a warpgroup's S^T
   static constexpr int kRopeSteps = (kQk - kV) / 16 / 2;
   static constexpr int kSteps = 4 * kLatentGroups + kRopeSteps;
-  static constexpr int kScaleOff = kV;  // fp8ds: the row's float32 scales, then its bf16 rope
+  static constexpr int kScaleOff = kV;  // the row's float32 scales, then its bf16 rope
   static constexpr int kRopeOff = kV + kV / XQAJIT_MLA_FP8DS_GROUP * 4;
 
   struct VFrags {
     u32 a[kTile / 16][kNBlocks][4];
-    int o_exp;  // fp8ds: the tile's V^T units, 2^o_exp
+    int o_exp;  // the tile's V^T units, 2^o_exp
   };
   const unsigned char* raw;  // the stage: kTile rows of kRawStride bytes
 
@@ -97,7 +97,7 @@ struct NarrowFp8Operands {
         e4m3x4_to_f16x2x2(w1[st], a[4 * g + st][1], a[4 * g + st][3]);
       }
     }
-    if constexpr (MLA_FP8DS) {  // bf16 rope dims 16 c + 4 s + e, k-steps s = 2 wg, 2 wg + 1: 16 bytes
+    {  // bf16 rope dims 16 c + 4 s + e, k-steps s = 2 wg, 2 wg + 1: 16 bytes
       const int off = kRopeOff + 2 * (16 * c + 4 * kRopeSteps * wg);
       const U32x4 r0 = *reinterpret_cast<const U32x4*>(row(key0) + off);
       const U32x4 r1 = *reinterpret_cast<const U32x4*>(row(key0 + 8) + off);
@@ -109,20 +109,10 @@ struct NarrowFp8Operands {
         a[4 * kLatentGroups + st][1] = bf16x2_to_f16x2(w1[2 * st]);
         a[4 * kLatentGroups + st][3] = bf16x2_to_f16x2(w1[2 * st + 1]);
       }
-    } else {  // e4m3 rope dims 16 c + 4 s + e: 8 bytes
-      const int off = kV + 16 * c + 4 * kRopeSteps * wg;
-      const uint2 r0 = *reinterpret_cast<const uint2*>(row(key0) + off);
-      const uint2 r1 = *reinterpret_cast<const uint2*>(row(key0 + 8) + off);
-      const u32 w0[2] = {r0.x, r0.y}, w1[2] = {r1.x, r1.y};
-#pragma unroll
-      for (int st = 0; st < kRopeSteps; ++st) {
-        e4m3x4_to_f16x2x2(w0[st], a[4 * kLatentGroups + st][0], a[4 * kLatentGroups + st][2]);
-        e4m3x4_to_f16x2x2(w1[st], a[4 * kLatentGroups + st][1], a[4 * kLatentGroups + st][3]);
-      }
     }
 
-    // fp8ds: one sum per 128-dim scale group (2 a warpgroup) and one for the rope.
-    constexpr int kSums = MLA_FP8DS ? 3 : 1;
+    // One sum per 128-dim scale group (2 a warpgroup) and one for the rope.
+    constexpr int kSums = 3;
     float acc[kSums][kNRegs];
 #pragma unroll
     for (int j = 0; j < kSums; ++j) {
@@ -137,7 +127,7 @@ struct NarrowFp8Operands {
       const int kk = rope ? 4 * 2 * kLatentGroups + kRopeSteps * wg + (k - 4 * kLatentGroups)
                           : 4 * kLatentGroups * wg + k;
       const u64 db = wgmma_desc_sw128(q_addr + (kk >> 2) * kR * 128 + (kk & 3) * 32, 16, 1024);
-      WgmmaRSF16<kN>::run(acc[MLA_FP8DS ? (rope ? 2 : k / 8) : 0], a[k], db);
+      WgmmaRSF16<kN>::run(acc[rope ? 2 : k / 8], a[k], db);
     }
     wgmma_commit();
     v_fragments(v, wg, rt, lane);  // under the S^T wgmmas
@@ -146,15 +136,10 @@ struct NarrowFp8Operands {
     wgmma_wait<0>();
 #pragma unroll
     for (int j = 0; j < kSums; ++j) wgmma_pin(acc[j]);
-    if constexpr (MLA_FP8DS) {
 #pragma unroll
-      for (int i = 0; i < kNRegs; ++i) {
-        const int key = key0 + 8 * ((i >> 1) & 1);
-        s[i] = acc[0][i] * scale(key, 2 * wg) + acc[1][i] * scale(key, 2 * wg + 1) + acc[2][i];
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kNRegs; ++i) s[i] = acc[0][i];
+    for (int i = 0; i < kNRegs; ++i) {
+      const int key = key0 + 8 * ((i >> 1) & 1);
+      s[i] = acc[0][i] * scale(key, 2 * wg) + acc[1][i] * scale(key, 2 * wg + 1) + acc[2][i];
     }
   }
 
@@ -165,9 +150,8 @@ struct NarrowFp8Operands {
 
   __device__ __forceinline__ void v_fragments(VFrags& v, int wg, int rt, int lane) const {
     const int dim0 = v_dim0(wg, rt, lane);
-    u32 sc[kTile / 16][2];  // fp8ds: the scale pairs of keys (2c, 2c + 1) and (2c + 8, 2c + 9)
-    v.o_exp = 0;
-    if constexpr (MLA_FP8DS) {
+    u32 sc[kTile / 16][2];  // the scale pairs of keys (2c, 2c + 1) and (2c + 8, 2c + 9)
+    {
       // The tile's largest scale of this thread's group (every quad reads all 64 keys).
       const int group = dim0 / XQAJIT_MLA_FP8DS_GROUP;
       float k_scale[kTile / 16][4];
@@ -211,25 +195,21 @@ struct NarrowFp8Operands {
           e4m3_columns_to_f16x2x2<2>(x0, x1, a[0], a[1]);
           e4m3_columns_to_f16x2x2<2>(y0, y1, a[2], a[3]);
         }
-        if constexpr (MLA_FP8DS) {
-          a[0] = hmul2_f16(a[0], sc[ks][0]), a[1] = hmul2_f16(a[1], sc[ks][0]);
-          a[2] = hmul2_f16(a[2], sc[ks][1]), a[3] = hmul2_f16(a[3], sc[ks][1]);
-        }
+        a[0] = hmul2_f16(a[0], sc[ks][0]), a[1] = hmul2_f16(a[1], sc[ks][0]);
+        a[2] = hmul2_f16(a[2], sc[ks][1]), a[3] = hmul2_f16(a[3], sc[ks][1]);
       }
     }
   }
 
   __device__ __forceinline__ void pv(NarrowState& ns, const VFrags& v, u32 p_addr, int wg, int rt, int lane) const {
-    if constexpr (MLA_FP8DS) {
-      // O^T to this tile's units (warp-uniform: a warp's dims share one scale group).
-      if (v.o_exp != ns.o_exp) {
-        const float f = __int_as_float((127 + ns.o_exp - v.o_exp) << 23);
+    // O^T to this tile's units (warp-uniform: a warp's dims share one scale group).
+    if (v.o_exp != ns.o_exp) {
+      const float f = __int_as_float((127 + ns.o_exp - v.o_exp) << 23);
 #pragma unroll
-        for (int d = 0; d < kNBlocks; ++d)
+      for (int d = 0; d < kNBlocks; ++d)
 #pragma unroll
-          for (int i = 0; i < kNRegs; ++i) ns.o[d][i] *= f;
-        ns.o_exp = v.o_exp;
-      }
+        for (int i = 0; i < kNRegs; ++i) ns.o[d][i] *= f;
+      ns.o_exp = v.o_exp;
     }
 #pragma unroll
     for (int d = 0; d < kNBlocks; ++d) wgmma_pin(ns.o[d]);
@@ -247,7 +227,7 @@ struct NarrowFp8Operands {
   }
 
   static __device__ __forceinline__ float o_unit(const NarrowState& ns) {
-    return MLA_FP8DS ? __int_as_float((127 + ns.o_exp) << 23) : 1.f;
+    return __int_as_float((127 + ns.o_exp) << 23);
   }
   // Register i of block d: dim 2 d + (i >> 1 & 1) of the thread's 8.
   static __device__ __forceinline__ int out_dim(int d, int i, int wg, int rt, int lane) {

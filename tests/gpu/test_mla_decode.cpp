@@ -197,9 +197,10 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
       random_scales(narrow, rng());
       cases.push_back(narrow);
     }
-    // 16 rows over every fp8 cache (hopper: the narrow schedule's A operands built in
-    // registers from the raw rows, m31): ragged with an empty request, a split count of
-    // the launcher's choice, two (the cluster) and seven (a merge launch).
+    // 16 rows over every fp8 cache (hopper: fp8ds builds the narrow schedule's A operands
+    // in registers from the raw rows, m31; a plain fp8 cache runs it on the fp8 tensor
+    // cores, each warpgroup on its own tiles, m43): ragged with an empty request, a split
+    // count of the launcher's choice, two (the cluster) and seven (a merge launch).
     for (int i = 1; i < 4 && device_has_fp8(); ++i) {
       MlaCase raw;
       raw.backend = b;
