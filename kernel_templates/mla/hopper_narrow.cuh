@@ -62,6 +62,45 @@ __device__ __forceinline__ void narrow_init(NarrowState& ns) {
     for (int i = 0; i < kNRegs; ++i) ns.o[d][i] = 0.f;
 }
 
+// The tile's max of each of the thread's query rows (tmax, its key rows') over the warpgroup's
+// 64 keys -- the 8 key rows of a warp by shuffles, its 4 warps through `wmax` ([warp][query
+// row]) and a 128-thread barrier -- against the running row_max: `base` to subtract (never
+// -inf) and `corr`, the factor of what was summed so far; row_max takes the new max.
+__device__ __forceinline__ void narrow_row_max(float (&tmax)[kNSlots], float (&row_max)[kNSlots], float* wmax,
+                                               float (&base)[kNSlots], float (&corr)[kNSlots], int wg, int rt,
+                                               int lane) {
+  const float kInf = __int_as_float(0x7f800000);
+  reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });
+  if (lane < 4) {
+#pragma unroll
+    for (int c = 0; c < kNSlots; ++c) wmax[rt * kN + slot_col(c, lane)] = tmax[c];
+  }
+  named_barrier_sync(kNarrowBarrier + wg, 128);
+#pragma unroll
+  for (int c = 0; c < kNSlots; ++c) {
+    float m = row_max[c];
+#pragma unroll
+    for (int w = 0; w < 4; ++w) m = fmaxf(m, wmax[w * kN + slot_col(c, lane)]);
+    base[c] = m == -kInf ? 0.f : m;  // never -inf - -inf
+    corr[c] = fast_exp2(row_max[c] - base[c]);
+    row_max[c] = m;
+  }
+}
+
+// The sums and O^T (kBlocks m64n16 blocks) onto the new max: times corr, plus this tile's sums.
+template <int kBlocks>
+__device__ __forceinline__ void narrow_rescale(float (&row_sum)[kNSlots], float (&o)[kBlocks][kNRegs],
+                                               const float (&corr)[kNSlots], const float (&tsum)[kNSlots]) {
+#pragma unroll
+  for (int c = 0; c < kNSlots; ++c) row_sum[c] = row_sum[c] * corr[c] + tsum[c];
+  if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f || corr[2] != 1.f || corr[3] != 1.f)) {
+#pragma unroll
+    for (int d = 0; d < kBlocks; ++d)
+#pragma unroll
+      for (int i = 0; i < kNRegs; ++i) o[d][i] *= corr[acc_slot(i)];
+  }
+}
+
 // A bf16 tile's operands: both products' A from shared memory by descriptor.
 struct NarrowBf16Operands {
   static constexpr bool kF16 = false;         // P^T's type: the tile's
@@ -161,23 +200,8 @@ __device__ __forceinline__ void narrow_tile(NarrowState& ns, const Operands& ops
     s[i] = x;
     tmax[acc_slot(i)] = fmaxf(tmax[acc_slot(i)], x);
   }
-  reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });
-  float* const wmax = xchg.max + wg * 4 * kN;  // [warp][query row], this warpgroup's
-  if (lane < 4) {
-#pragma unroll
-    for (int c = 0; c < kNSlots; ++c) wmax[rt * kN + slot_col(c, lane)] = tmax[c];
-  }
-  named_barrier_sync(kNarrowBarrier + wg, 128);
   float base[kNSlots], corr[kNSlots];
-#pragma unroll
-  for (int c = 0; c < kNSlots; ++c) {
-    float m = ns.row_max[c];
-#pragma unroll
-    for (int w = 0; w < 4; ++w) m = fmaxf(m, wmax[w * kN + slot_col(c, lane)]);
-    base[c] = m == -kInf ? 0.f : m;  // never -inf - -inf
-    corr[c] = fast_exp2(ns.row_max[c] - base[c]);
-    ns.row_max[c] = m;
-  }
+  narrow_row_max(tmax, ns.row_max, xchg.max + wg * 4 * kN, base, corr, wg, rt, lane);
 
   // P = exp2(S - base): warpgroup 0 stores P^T (stmatrix.trans: matrix m = 2 j + key half
   // holds registers 2m, 2m + 1; its 8 stored rows are query rows 8 j.., keys 16 rt + 8 (m & 1)..).
@@ -198,14 +222,7 @@ __device__ __forceinline__ void narrow_tile(NarrowState& ns, const Operands& ops
     stmatrix_trans<4>(p_lane, pair);
     fence_proxy_async();  // P^T -> visible to both warpgroups' wgmmas
   }
-#pragma unroll
-  for (int c = 0; c < kNSlots; ++c) ns.row_sum[c] = ns.row_sum[c] * corr[c] + tsum[c];
-  if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f || corr[2] != 1.f || corr[3] != 1.f)) {
-#pragma unroll
-    for (int d = 0; d < kNBlocks; ++d)
-#pragma unroll
-      for (int i = 0; i < kNRegs; ++i) ns.o[d][i] *= corr[acc_slot(i)];
-  }
+  narrow_rescale(ns.row_sum, ns.o, corr, tsum);
   math_sync();  // P^T is in shared memory
 
   ops.pv(ns, v, q_addr + (kNarrowPOff - kQOff), wg, rt, lane);

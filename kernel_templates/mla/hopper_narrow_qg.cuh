@@ -46,15 +46,10 @@ __device__ __forceinline__ int narrow_qg_dim(int d, int i, int rt, int lane) {
   return kWgDims * (d >> 2) + 64 * rt + 8 * (lane >> 2) + 4 * ((i >> 1) & 1) + (d & 3);
 }
 
-struct NarrowQgSmem {
-  unsigned char* base;  // the 1024-aligned shared-memory base
-  u32 q, buf0, pt0;     // Q, the first tile buffer, warpgroup 0's P^T (then warpgroup 1's)
-  float* max;           // [warpgroup][warp][query row]: a tile's max per warp
-  const float* q_inv;   // a split Q's 2^-e of each row
-  u32 bars;             // mbarriers [buffer][column block]
-  __device__ u32 buf(int buffer) const { return buf0 + buffer * kK8Bytes; }
-  __device__ u32 bar(int buffer) const { return bars + buffer * kQ8Blocks * 8; }
-  __device__ unsigned char* ptr(u32 addr) const { return base + (addr - smem_addr(base)); }
+struct NarrowQgSmem : QgBuffers {
+  u32 q, pt0;          // Q, warpgroup 0's P^T (then warpgroup 1's)
+  float* max;          // [warpgroup][warp][query row]: a tile's max per warp
+  const float* q_inv;  // a split Q's 2^-e of each row
 };
 
 // A bf16 Q's 16 rows for the narrow schedule (kQgSplit): stage_q_split's planes (row r times
@@ -172,23 +167,8 @@ __device__ __forceinline__ void narrow_qg_tile(NarrowQgState& ns, const NarrowQg
     s[i] = x;
     tmax[acc_slot(i)] = fmaxf(tmax[acc_slot(i)], x);
   }
-  reduce_over_key_rows(tmax, [](float a, float b) { return fmaxf(a, b); });
-  float* const wmax = sm.max + wg * 4 * kN;  // [warp][query row], this warpgroup's
-  if (lane < 4) {
-#pragma unroll
-    for (int c = 0; c < kNSlots; ++c) wmax[rt * kN + slot_col(c, lane)] = tmax[c];
-  }
-  named_barrier_sync(kNarrowBarrier + wg, 128);
   float base[kNSlots], corr[kNSlots];
-#pragma unroll
-  for (int c = 0; c < kNSlots; ++c) {
-    float m = ns.row_max[c];
-#pragma unroll
-    for (int w = 0; w < 4; ++w) m = fmaxf(m, wmax[w * kN + slot_col(c, lane)]);
-    base[c] = m == -kInf ? 0.f : m;  // never -inf - -inf
-    corr[c] = fast_exp2(ns.row_max[c] - base[c]);
-    ns.row_max[c] = m;
-  }
+  narrow_row_max(tmax, ns.row_max, sm.max + wg * 4 * kN, base, corr, wg, rt, lane);
 
   // P = exp2(S - base) -> P^T; the sums and O^T onto the new max.
   float p[kNRegs], tsum[kNSlots] = {0.f, 0.f, 0.f, 0.f};
@@ -200,14 +180,7 @@ __device__ __forceinline__ void narrow_qg_tile(NarrowQgState& ns, const NarrowQg
   const u32 pt = sm.pt0 + wg * kPtBytes;
   narrow_store_pt(p, pt, rt, lane);
   fence_proxy_async();  // P^T -> visible to this warpgroup's wgmmas
-#pragma unroll
-  for (int c = 0; c < kNSlots; ++c) ns.row_sum[c] = ns.row_sum[c] * corr[c] + tsum[c];
-  if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f || corr[2] != 1.f || corr[3] != 1.f)) {
-#pragma unroll
-    for (int d = 0; d < kQgOBlocks; ++d)
-#pragma unroll
-      for (int i = 0; i < kNRegs; ++i) ns.o[d][i] *= corr[acc_slot(i)];
-  }
+  narrow_rescale(ns.row_sum, ns.o, corr, tsum);
   named_barrier_sync(kNarrowBarrier + wg, 128);  // P^T is in shared memory; the maxima are read
 
   // O^T += V^T P^T over all 512 dims (P's hi and lo where split).
@@ -299,13 +272,7 @@ __device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs&
   float* const q_inv = reinterpret_cast<float*>(smem + kQgStatsOff) + 3 * kR;  // QgmmaSmem::q_inv
   sm.q_inv = q_inv;
   sm.bars = bars;
-  if (tid == 0) {
-    int ids[TmaTileLoader::kPagesPerTile];
-    for (int t = 0; t < kQgBuffers && t < sp.num_tiles; ++t) {
-      tma.pages(t, ids);
-      tma.issue_cols<0, kQ8Blocks>(ids, sm.buf(t), sm.bar(t));
-    }
-  }
+  if (tid == 0) sm.issue_first(tma, sp.num_tiles);
   const bool issuer = (tid & 127) == 0;  // this warpgroup's refills
   int ids[TmaTileLoader::kPagesPerTile];
   if (issuer) tma.pages(wg + kQgBuffers, ids);

@@ -56,18 +56,33 @@ constexpr int kVtBlocks = kWgDims / 128;    // 128-byte column blocks of V one w
 constexpr int kRope8Block = kQ8Blocks - 1;  // the rope dims: 64 bytes of block 4
 constexpr float kPScale = 256.f;            // P is stored as e4m3(P x 2^8)
 
-struct QgmmaSmem {
+// The QGMMA map's raw tile buffers (the seesaw's here, the narrow schedule's in
+// mla/hopper_narrow_qg.cuh): buffer i and its kQ8Blocks column-block barriers.
+struct QgBuffers {
   unsigned char* base;  // the 1024-aligned shared-memory base
-  u32 q, buf0;          // Q, the first of kQgBuffers raw tiles
-  u32 pa0, pa1, pb;     // P_a on max0 (warpgroup 0's), P_a on max1 (warpgroup 1's), P_b
-  float* max;           // running row max (log2 units), [64]
-  float* scale0;        // 2^(old max - max0), [64]
-  float* scale1;        // 2^(max0 - max1), [64]
-  float* q_inv;         // a split Q: 2^-e of each row's planes, [64]
+  u32 buf0;             // the first of kQgBuffers raw tiles
   u32 bars;             // mbarriers [buffer][column block]
   __device__ u32 buf(int buffer) const { return buf0 + buffer * kK8Bytes; }
   __device__ u32 bar(int buffer) const { return bars + buffer * kQ8Blocks * 8; }
   __device__ unsigned char* ptr(u32 addr) const { return base + (addr - smem_addr(base)); }
+  // Tiles 0.. into buffers 0.., one each (the issuing thread, before the split; the narrow
+  // schedule's).
+  __device__ __forceinline__ void issue_first(const TmaTileLoader& tma, int num_tiles) const {
+    int ids[TmaTileLoader::kPagesPerTile];
+    for (int t = 0; t < kQgBuffers && t < num_tiles; ++t) {
+      tma.pages(t, ids);
+      tma.issue_cols<0, kQ8Blocks>(ids, buf(t), bar(t));
+    }
+  }
+};
+
+struct QgmmaSmem : QgBuffers {
+  u32 q;             // Q's planes
+  u32 pa0, pa1, pb;  // P_a on max0 (warpgroup 0's), P_a on max1 (warpgroup 1's), P_b
+  float* max;        // running row max (log2 units), [64]
+  float* scale0;     // 2^(old max - max0), [64]
+  float* scale1;     // 2^(max0 - max1), [64]
+  float* q_inv;      // a split Q: 2^-e of each row's planes, [64]
 };
 
 // S += Q K^T over column block cb of the raw tile at k_addr (kSteps k32 steps; a split Q's two
@@ -428,7 +443,7 @@ __device__ __forceinline__ void qgmma_cta(RowState& st, const XqajitMlaArgs& arg
   sm.scale1 = sm.scale0 + kR;
   sm.q_inv = sm.scale1 + kR;
   sm.bars = bars;
-  if (tid == 0) {
+  if (tid == 0) {  // (QgBuffers::issue_first's loop, written out: as a call it moved this spec's SASS)
     int ids[TmaTileLoader::kPagesPerTile];
     for (int t = 0; t < kQgBuffers && t < sp.num_tiles; ++t) {
       tma.pages(t, ids);
