@@ -1,5 +1,5 @@
 #pragma once
-// Hopper MLA backend, the narrow schedule on the fp8 tensor cores (m42, m43): a CTA of 16
+// Hopper MLA backend, the narrow schedule on the fp8 tensor cores (m42, m43, m45): a CTA of 16
 // real rows (H=16 at q_len 1) over a plain fp8 cache. The transposed products of
 // mla/hopper_narrow.cuh, as e4m3 wgmmas over the raw tiles as TMA lands them (the QGMMA map,
 // mla/hopper_qgmma.cuh), so nothing of the cache is converted:
