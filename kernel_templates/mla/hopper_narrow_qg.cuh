@@ -33,6 +33,7 @@ namespace xqajit {
 namespace mla_hopper {
 
 constexpr int kQgN = kQgSplit ? 2 * kN : kN;  // S^T's N: Q's rows, or both of a split Q's planes
+constexpr int kQgLoOff = kN * 128;            // a split Q's lo plane: kN rows after its hi
 constexpr int kQgOBlocks = kV / 64;           // O^T's m64 blocks: all 512 dims a warpgroup
 constexpr int kPtBytes = kN * 128;            // one warpgroup's P^T: 16 rows of 128 bytes
 
