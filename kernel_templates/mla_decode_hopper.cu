@@ -77,7 +77,8 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
 
   const int split = blockIdx.x, rb = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wg = warp >> 2, rt = warp & 3;  // warpgroup, and this warp's 16-row slice of the 64 rows
+  // warpgroup, and this warp's 16-row slice of the 64 rows
+  const int wg = warp_uniform(warp >> 2), rt = warp_uniform(warp & 3);
   const int quad_row = lane >> 2;
   const u32 full_addr = smem_addr(&s_full[0]);
   if ((kTma || kQgmma) && tid == 0) {

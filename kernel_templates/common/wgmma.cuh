@@ -43,6 +43,12 @@ namespace xqajit {
 
 typedef unsigned long long u64;
 
+// A value every lane of the warp holds alike (the warpgroup index, a warp's row slice), made
+// visibly warp-uniform by a broadcast from lane 0. The compiler then keeps what derives from it
+// (smem bases, wgmma descriptors) in uniform registers instead of moving each descriptor through
+// R2UR per use; CUTLASS's canonical_warp_group_idx does the same (m47).
+__device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+
 __device__ __forceinline__ u64 wgmma_desc_sw128(u32 smem_byte_addr, u32 lbo_bytes, u32 sbo_bytes) {
   u64 d = (u64)((smem_byte_addr >> 4) & 0x3fffu);
   d |= (u64)((lbo_bytes >> 4) & 0x3fffu) << 16;

@@ -177,6 +177,23 @@ __device__ __forceinline__ void stage_q8(const XqajitMlaArgs& args, unsigned cha
     *reinterpret_cast<U32x4*>(q_smem + sw128_offset(r, chunk, kR)) = v;
   }
 }
+// A split Q's pieces (stage_q_split here, stage_q_split_narrow in mla/hopper_narrow_qg.cuh).
+// The larger |value| of a bf16 pair, as bits that order as the value does (|bf16| << 16).
+__device__ __forceinline__ u32 bf16x2_abs_max_bits(u32 word) {
+  const u32 m = word & 0x7fff7fffu;
+  return max(m << 16, m & 0xffff0000u);
+}
+// A row's e: amax (bits as above) in [2^ea, 2^(ea+1)), e = 7 - ea brings it into [128, 256),
+// clamped so that 2^e and 2^-e are normal floats; 0 for a zero row.
+__device__ __forceinline__ int q_split_exponent(u32 amax_bits) {
+  const int ea = (int)(amax_bits >> 23) - 127;
+  return amax_bits == 0 ? 0 : min(126, max(-126, 7 - ea));
+}
+// A bf16 pair times `scale` -> its hi and lo e4m3 pairs (f32x2_to_e4m3x2_split).
+__device__ __forceinline__ void bf16x2_to_e4m3x2_split(u32 word, float scale, u16& hi, u16& lo) {
+  f32x2_to_e4m3x2_split(__uint_as_float(word << 16) * scale, __uint_as_float(word & 0xffff0000u) * scale, hi, lo);
+}
+
 // A bf16 Q for the fp8 tensor cores (kQgSplit, m39): row r times 2^e_r, e_r bringing its largest
 // |q| into [128, 256), as two e4m3 planes hi + lo (f32x2_to_e4m3x2_split) in stage_q8's layout,
 // plane 1 kQ8PlaneBytes after plane 0; q_inv[r] = 2^-e_r. A quad of threads a row, nine
@@ -205,19 +222,14 @@ __device__ __forceinline__ void stage_q_split(const XqajitMlaArgs& args, unsigne
 #pragma unroll
       for (int k = 0; k < 8; ++k) w[i][k] = 0;
   }
-  u32 amax_bits = 0;  // |bf16| << 16 orders as the value does
+  u32 amax_bits = 0;
 #pragma unroll
   for (int i = 0; i < kMine; ++i)
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const u32 m = w[i][k] & 0x7fff7fffu;
-      amax_bits = max(amax_bits, max(m << 16, m & 0xffff0000u));
-    }
+    for (int k = 0; k < 8; ++k) amax_bits = max(amax_bits, bf16x2_abs_max_bits(w[i][k]));
   amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, 1));
   amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, 2));
-  // amax in [2^ea, 2^(ea+1)): e = 7 - ea, clamped so that 2^e and 2^-e are normal floats.
-  const int ea = (int)(amax_bits >> 23) - 127;
-  const int e = amax_bits == 0 ? 0 : min(126, max(-126, 7 - ea));
+  const int e = q_split_exponent(amax_bits);
   const float scale = __int_as_float((127 + e) << 23);
   if (j == 0) q_inv[r] = __int_as_float((127 - e) << 23);
 #pragma unroll
@@ -227,11 +239,7 @@ __device__ __forceinline__ void stage_q_split(const XqajitMlaArgs& args, unsigne
     for (int k = 0; k < 4; ++k) {  // values 4k..4k+3: words 2k, 2k + 1
       u16 h[2], l[2];
 #pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        const u32 word = w[i][2 * k + x];
-        f32x2_to_e4m3x2_split(__uint_as_float(word << 16) * scale, __uint_as_float(word & 0xffff0000u) * scale, h[x],
-                              l[x]);
-      }
+      for (int x = 0; x < 2; ++x) bf16x2_to_e4m3x2_split(w[i][2 * k + x], scale, h[x], l[x]);
       hi[k] = h[0] | ((u32)h[1] << 16), lo[k] = l[0] | ((u32)l[1] << 16);
     }
     const u32 off = sw128_offset(r, j + 4 * i, kR);

@@ -64,27 +64,23 @@ __device__ __forceinline__ void stage_q_split_narrow(const XqajitMlaArgs& args, 
   const int r = tid / kLanes, j = tid % kLanes;
   const uint2* const src = reinterpret_cast<const uint2*>(mla::q_row(args, b, r));
   uint2 w[kRuns];
-  u32 amax_bits = 0;  // |bf16| << 16 orders as the value does
+  u32 amax_bits = 0;
 #pragma unroll
   for (int k = 0; k < kRuns; ++k) {
     w[k] = src[j + kLanes * k];
-    const u32 m0 = w[k].x & 0x7fff7fffu, m1 = w[k].y & 0x7fff7fffu;
-    amax_bits = max(amax_bits, max(max(m0 << 16, m0 & 0xffff0000u), max(m1 << 16, m1 & 0xffff0000u)));
+    amax_bits = max(amax_bits, max(bf16x2_abs_max_bits(w[k].x), bf16x2_abs_max_bits(w[k].y)));
   }
 #pragma unroll
   for (int x = 1; x < kLanes; x <<= 1) amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, x));
-  const int ea = (int)(amax_bits >> 23) - 127;  // as stage_q_split: the row's max into [128, 256)
-  const int e = amax_bits == 0 ? 0 : min(126, max(-126, 7 - ea));
+  const int e = q_split_exponent(amax_bits);
   const float scale = __int_as_float((127 + e) << 23);
   if (j == 0) q_inv[r] = __int_as_float((127 - e) << 23);
 #pragma unroll
   for (int k = 0; k < kRuns; ++k) {
     const int v0 = 4 * (j + kLanes * k);  // values v0..v0 + 3: bytes of chunk v0 / 16
     u16 h[2], l[2];
-    f32x2_to_e4m3x2_split(__uint_as_float(w[k].x << 16) * scale, __uint_as_float(w[k].x & 0xffff0000u) * scale, h[0],
-                          l[0]);
-    f32x2_to_e4m3x2_split(__uint_as_float(w[k].y << 16) * scale, __uint_as_float(w[k].y & 0xffff0000u) * scale, h[1],
-                          l[1]);
+    bf16x2_to_e4m3x2_split(w[k].x, scale, h[0], l[0]);
+    bf16x2_to_e4m3x2_split(w[k].y, scale, h[1], l[1]);
     const u32 off = sw128_offset(r, v0 >> 4, kR) + (v0 & 15);
     *reinterpret_cast<u32*>(q_smem + off) = h[0] | ((u32)h[1] << 16);
     *reinterpret_cast<u32*>(q_smem + kQgLoOff + off) = l[0] | ((u32)l[1] << 16);
@@ -263,7 +259,7 @@ __device__ __forceinline__ void narrow_qg_rows(NarrowQgState& ns, RowState& st, 
 __device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs& args, const TmaTileLoader& tma,
                                               unsigned char* smem, u32 bars, const SeesawSplit& sp, int b, int tid) {
   static_assert(!kNarrowQg || kQgBuffers == 4, "two tile buffers a warpgroup");
-  const int lane = tid & 31, wg = tid >> 7, rt = (tid >> 5) & 3;
+  const int lane = tid & 31, wg = warp_uniform(tid >> 7), rt = warp_uniform((tid >> 5) & 3);
   NarrowQgSmem sm;
   sm.base = smem;
   sm.q = smem_addr(smem + kQOff);

@@ -432,7 +432,7 @@ __device__ __forceinline__ void untranspose_o(RowState& st, float* scratch, int 
 // is, the split, then st as finish_rows takes it. `bars`: 2 x kQ8Blocks mbarriers, initialised.
 __device__ __forceinline__ void qgmma_cta(RowState& st, const XqajitMlaArgs& args, const TmaTileLoader& tma,
                                           unsigned char* smem, u32 bars, const SeesawSplit& sp, int b, int rb, int tid) {
-  const int lane = tid & 31, wg = tid >> 7, rt = (tid >> 5) & 3;
+  const int lane = tid & 31, wg = warp_uniform(tid >> 7), rt = warp_uniform((tid >> 5) & 3);
   QgmmaSmem sm;
   sm.base = smem;
   sm.q = smem_addr(smem + kQOff);
