@@ -6,7 +6,7 @@
 //   S^T = K Q^T     m64nNk32 SS: A = the raw tile (64 keys, K-major as it lies), B = Q's 16
 //                   rows (N = 16), or a split Q's hi and lo planes as rows 0-15 and 16-31 of
 //                   one plane (N = 32, the two halves of a column added, times 2^-e_r).
-//   O^T += V^T P^T  m64n16k32 RS: A = V^T built in registers (load_vt, as the QGMMA seesaw),
+//   O^T += V^T P^T  m64n16k32 RS: A = V^T built in registers (load_vt_ldsm: ldmatrix.trans),
 //                   B = P^T stored as e4m3 P[query row][key] x 2^8 (a split Q's P as hi and
 //                   lo, bytes 0-63 and 64-127 of a row), eight m64 blocks: all 512 dims.
 // Each warpgroup runs its own tiles (m43): warpgroup w takes tiles w, w + 2, .., with its own
@@ -42,9 +42,38 @@ struct NarrowQgState {
   float o[kQgOBlocks][kNRegs];               // O^T x 2^8, dims narrow_qg_dim
 };
 
-// The dim of O^T block d's register i: load_vt's order in each half of 256 dims.
+// V^T's A fragments for all 512 dims (m48), [O^T block d][k32 step ks][register]: block d's
+// warp rt rows are dims 64 d + 16 rt + 0..15, one 16-byte chunk of a key row. One
+// ldmatrix.x4.trans a (d, ks) reads keys 32 ks + 0..31 (lane L gives the row of key
+// 32 ks + L; matrix m = keys 8m..8m+7 sit in eight distinct swizzled chunks: no conflict) as
+// 16-bit pairs of dims, so thread (g, q) = (lane / 4, lane % 4) holds dims 2g, 2g + 1 of keys
+// 8m + 2q, 8m + 2q + 1; one PRMT a register then gives M row g (dim 2g) and row g + 8
+// (dim 2g + 1) their four keys. The k32 step's position 4q + 2h + e (+ 16 for matrices 2, 3)
+// so holds key 8h + 2q + e (narrow_pt_pos): P^T is stored in that order.
+__device__ __forceinline__ void load_vt_ldsm(u32 (&v)[kQgOBlocks][2][4], u32 tile, int rt, int lane) {
+  const u32 row = tile + lane * 128;
+#pragma unroll
+  for (int d = 0; d < kQgOBlocks; ++d) {
+    const int chunk = 4 * (d & 1) + rt;
+    const u32 at = row + (d >> 1) * kTile * 128 + ((chunk ^ (lane & 7)) << 4);
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      u32 r[4];
+      ldmatrix_x4_trans(r, at + ks * 32 * 128);
+      v[d][ks][0] = prmt(r[0], r[1], 0x6420u), v[d][ks][1] = prmt(r[0], r[1], 0x7531u);
+      v[d][ks][2] = prmt(r[2], r[3], 0x6420u), v[d][ks][3] = prmt(r[2], r[3], 0x7531u);
+    }
+  }
+}
+
+// Where key t of the tile sits in P^T's k order (load_vt_ldsm's): bits (h, q, e) -> (q, h, e).
+__device__ __forceinline__ int narrow_pt_pos(int t) {
+  return (t & ~15) | (((t >> 1) & 3) << 2) | (((t >> 3) & 1) << 1) | (t & 1);
+}
+
+// The dim of O^T block d's register i (load_vt_ldsm's rows).
 __device__ __forceinline__ int narrow_qg_dim(int d, int i, int rt, int lane) {
-  return kWgDims * (d >> 2) + 64 * rt + 8 * (lane >> 2) + 4 * ((i >> 1) & 1) + (d & 3);
+  return 64 * d + 16 * rt + 2 * (lane >> 2) + ((i >> 1) & 1);
 }
 
 struct NarrowQgSmem : QgBuffers {
@@ -107,12 +136,13 @@ __device__ __forceinline__ void narrow_qk_block(float (&acc)[kQgN / 2], u32 q_ad
   wgmma_commit();
 }
 
-// P x 2^8 -> e4m3 P[query row][key] at pt (store_p8's layout, 16 rows; a split Q's P as hi
-// and lo): this thread's key rows 16 rt + lane / 4 (+ 8), query rows its slots'.
+// P x 2^8 -> e4m3 P[query row][key] at pt (store_p8's layout, 16 rows, keys in narrow_pt_pos's
+// order; a split Q's P as hi and lo): this thread's key rows 16 rt + lane / 4 (+ 8), query rows
+// its slots'.
 __device__ __forceinline__ void narrow_store_pt(const float (&p)[kNRegs], u32 pt, int rt, int lane) {
 #pragma unroll
   for (int i = 0; i < kNRegs; i += 2) {  // query rows h, h + 1 of key row t
-    const int t = 16 * rt + (lane >> 2) + 8 * ((i >> 1) & 1), h = slot_col(acc_slot(i), lane);
+    const int t = narrow_pt_pos(16 * rt + (lane >> 2) + 8 * ((i >> 1) & 1)), h = slot_col(acc_slot(i), lane);
     const u32 at0 = pt + h * 128 + ((((t >> 4) ^ (h & 7)) << 4) | (t & 15));
     const u32 at1 = pt + (h + 1) * 128 + ((((t >> 4) ^ ((h + 1) & 7)) << 4) | (t & 15));
     if constexpr (kQgSplit) {
@@ -132,7 +162,6 @@ __device__ __forceinline__ void narrow_qg_tile(NarrowQgState& ns, const NarrowQg
                                                int buf, u32 parity, int wg, int rt, int lane) {
   const float kInf = __int_as_float(0x7f800000);
   const u32 k_addr = sm.buf(buf), bars = sm.bar(buf);
-  const unsigned char* const tile = sm.ptr(k_addr);
 
   // S^T over the 576 dims, V^T's fragments (both halves of 512 dims) loaded under it.
   // (The blocks unrolled: a loop of them ran 7 % slower, m45.)
@@ -142,9 +171,8 @@ __device__ __forceinline__ void narrow_qg_tile(NarrowQgState& ns, const NarrowQg
 #pragma unroll
   for (int cb = 0; cb < kRope8Block; ++cb) narrow_qk_block<4>(acc, sm.q, k_addr, bars, parity, cb);
   narrow_qk_block<(kQk - kV) / 32>(acc, sm.q, k_addr, bars, parity, kRope8Block);
-  u32 v[2][2][4][4];
-  load_vt(v[0], tile, 0, rt, lane);
-  load_vt(v[1], tile, 1, rt, lane);
+  u32 v[kQgOBlocks][2][4];
+  load_vt_ldsm(v, k_addr, rt, lane);
   wgmma_wait<0>();
   wgmma_pin(acc);
 
@@ -190,7 +218,7 @@ __device__ __forceinline__ void narrow_qg_tile(NarrowQgState& ns, const NarrowQg
     for (int ks = 0; ks < 2; ++ks)
 #pragma unroll
       for (int d = 0; d < kQgOBlocks; ++d)
-        WgmmaE4m3<kN>::rs(ns.o[d], v[d >> 2][ks][d & 3], wgmma_desc_sw128(pt + plane * 64 + ks * 32, 16, 1024));
+        WgmmaE4m3<kN>::rs(ns.o[d], v[d][ks], wgmma_desc_sw128(pt + plane * 64 + ks * 32, 16, 1024));
   wgmma_commit();
   wgmma_wait<0>();
 #pragma unroll
