@@ -34,15 +34,6 @@ __device__ __forceinline__ void e4m3_columns_to_f16x2x2(u32 a, u32 b, u32& col_j
   e4m3x4_to_f16x2x2(prmt(a, b, sel), col_j, col_j1);
 }
 
-// A 4 x 4 byte transpose: out[j] = byte j of in[0], in[1], in[2], in[3] (low byte first).
-// Four key rows' 4 bytes of dims d..d+3 -> per dim the 4 keys an 8-bit wgmma A register holds.
-__device__ __forceinline__ void transpose_bytes4(const u32 (&in)[4], u32 (&out)[4]) {
-  const u32 t0 = prmt(in[0], in[1], 0x5140u), t1 = prmt(in[2], in[3], 0x5140u);  // bytes 0, 1 interleaved
-  const u32 t2 = prmt(in[0], in[1], 0x7362u), t3 = prmt(in[2], in[3], 0x7362u);  // bytes 2, 3
-  out[0] = prmt(t0, t1, 0x5410u), out[1] = prmt(t0, t1, 0x7632u);
-  out[2] = prmt(t2, t3, 0x5410u), out[3] = prmt(t2, t3, 0x7632u);
-}
-
 // (a, b) -> hi + lo as e4m3 pairs (the lower value in the low byte): hi = e4m3(x), lo =
 // e4m3(x - hi), through fp16. Two e4m3 wgmmas over hi and lo then carry ~8 significant bits
 // (2^-8 relative) with an absolute floor of 2^-10, about bf16's precision, for values up to 448

@@ -6,7 +6,7 @@
 //   S^T = K Q^T     m64nNk32 SS: A = the raw tile (64 keys, K-major as it lies), B = Q's 16
 //                   rows (N = 16), or a split Q's hi and lo planes as rows 0-15 and 16-31 of
 //                   one plane (N = 32, the two halves of a column added, times 2^-e_r).
-//   O^T += V^T P^T  m64n16k32 RS: A = V^T built in registers (load_vt_ldsm: ldmatrix.trans),
+//   O^T += V^T P^T  m64n16k32 RS: A = V^T built in registers (load_vt, as the QGMMA seesaw),
 //                   B = P^T stored as e4m3 P[query row][key] x 2^8 (a split Q's P as hi and
 //                   lo, bytes 0-63 and 64-127 of a row), eight m64 blocks: all 512 dims.
 // Each warpgroup runs its own tiles (m43): warpgroup w takes tiles w, w + 2, .., with its own
@@ -39,42 +39,8 @@ constexpr int kPtBytes = kN * 128;            // one warpgroup's P^T: 16 rows of
 
 struct NarrowQgState {
   float row_max[kNSlots], row_sum[kNSlots];  // per slot; row_sum over this thread's key rows
-  float o[kQgOBlocks][kNRegs];               // O^T x 2^8, dims narrow_qg_dim
+  float o[kQgOBlocks][kNRegs];               // O^T x 2^8, dims vt_dim
 };
-
-// V^T's A fragments for all 512 dims (m48), [O^T block d][k32 step ks][register]: block d's
-// warp rt rows are dims 64 d + 16 rt + 0..15, one 16-byte chunk of a key row. One
-// ldmatrix.x4.trans a (d, ks) reads keys 32 ks + 0..31 (lane L gives the row of key
-// 32 ks + L; matrix m = keys 8m..8m+7 sit in eight distinct swizzled chunks: no conflict) as
-// 16-bit pairs of dims, so thread (g, q) = (lane / 4, lane % 4) holds dims 2g, 2g + 1 of keys
-// 8m + 2q, 8m + 2q + 1; one PRMT a register then gives M row g (dim 2g) and row g + 8
-// (dim 2g + 1) their four keys. The k32 step's position 4q + 2h + e (+ 16 for matrices 2, 3)
-// so holds key 8h + 2q + e (narrow_pt_pos): P^T is stored in that order.
-__device__ __forceinline__ void load_vt_ldsm(u32 (&v)[kQgOBlocks][2][4], u32 tile, int rt, int lane) {
-  const u32 row = tile + lane * 128;
-#pragma unroll
-  for (int d = 0; d < kQgOBlocks; ++d) {
-    const int chunk = 4 * (d & 1) + rt;
-    const u32 at = row + (d >> 1) * kTile * 128 + ((chunk ^ (lane & 7)) << 4);
-#pragma unroll
-    for (int ks = 0; ks < 2; ++ks) {
-      u32 r[4];
-      ldmatrix_x4_trans(r, at + ks * 32 * 128);
-      v[d][ks][0] = prmt(r[0], r[1], 0x6420u), v[d][ks][1] = prmt(r[0], r[1], 0x7531u);
-      v[d][ks][2] = prmt(r[2], r[3], 0x6420u), v[d][ks][3] = prmt(r[2], r[3], 0x7531u);
-    }
-  }
-}
-
-// Where key t of the tile sits in P^T's k order (load_vt_ldsm's): bits (h, q, e) -> (q, h, e).
-__device__ __forceinline__ int narrow_pt_pos(int t) {
-  return (t & ~15) | (((t >> 1) & 3) << 2) | (((t >> 3) & 1) << 1) | (t & 1);
-}
-
-// The dim of O^T block d's register i (load_vt_ldsm's rows).
-__device__ __forceinline__ int narrow_qg_dim(int d, int i, int rt, int lane) {
-  return 64 * d + 16 * rt + 2 * (lane >> 2) + ((i >> 1) & 1);
-}
 
 struct NarrowQgSmem : QgBuffers {
   u32 q, pt0;          // Q, warpgroup 0's P^T (then warpgroup 1's)
@@ -136,13 +102,13 @@ __device__ __forceinline__ void narrow_qk_block(float (&acc)[kQgN / 2], u32 q_ad
   wgmma_commit();
 }
 
-// P x 2^8 -> e4m3 P[query row][key] at pt (store_p8's layout, 16 rows, keys in narrow_pt_pos's
+// P x 2^8 -> e4m3 P[query row][key] at pt (store_p8's layout, 16 rows, keys in vt_key_pos's
 // order; a split Q's P as hi and lo): this thread's key rows 16 rt + lane / 4 (+ 8), query rows
 // its slots'.
 __device__ __forceinline__ void narrow_store_pt(const float (&p)[kNRegs], u32 pt, int rt, int lane) {
 #pragma unroll
   for (int i = 0; i < kNRegs; i += 2) {  // query rows h, h + 1 of key row t
-    const int t = narrow_pt_pos(16 * rt + (lane >> 2) + 8 * ((i >> 1) & 1)), h = slot_col(acc_slot(i), lane);
+    const int t = vt_key_pos(16 * rt + (lane >> 2) + 8 * ((i >> 1) & 1)), h = slot_col(acc_slot(i), lane);
     const u32 at0 = pt + h * 128 + ((((t >> 4) ^ (h & 7)) << 4) | (t & 15));
     const u32 at1 = pt + (h + 1) * 128 + ((((t >> 4) ^ ((h + 1) & 7)) << 4) | (t & 15));
     if constexpr (kQgSplit) {
@@ -172,7 +138,7 @@ __device__ __forceinline__ void narrow_qg_tile(NarrowQgState& ns, const NarrowQg
   for (int cb = 0; cb < kRope8Block; ++cb) narrow_qk_block<4>(acc, sm.q, k_addr, bars, parity, cb);
   narrow_qk_block<(kQk - kV) / 32>(acc, sm.q, k_addr, bars, parity, kRope8Block);
   u32 v[kQgOBlocks][2][4];
-  load_vt_ldsm(v, k_addr, rt, lane);
+  load_vt(v, k_addr, 0, rt, lane);
   wgmma_wait<0>();
   wgmma_pin(acc);
 
@@ -249,7 +215,7 @@ __device__ __forceinline__ void narrow_qg_rows(NarrowQgState& ns, RowState& st, 
   for (int d = 0; d < kQgOBlocks; ++d)
 #pragma unroll
     for (int i = 0; i < kNRegs; ++i)
-      mine[slot_col(acc_slot(i), lane) * kStride + narrow_qg_dim(d, i, rt, lane)] = ns.o[d][i] * (1.f / kPScale);
+      mine[slot_col(acc_slot(i), lane) * kStride + vt_dim(d, i, rt, lane)] = ns.o[d][i] * (1.f / kPScale);
   math_sync();
   const int quad_row = lane >> 2, quad_col = lane & 3;
 #pragma unroll

@@ -123,6 +123,41 @@ __device__ __forceinline__ void unscale_q_rows(float (&s)[8][4], const QgmmaSmem
   }
 }
 
+// V^T's A fragments, [m64 block d][k32 step ks][register], for kBlocks blocks of 64 dims from
+// dim0 (m48): block d's warp rt rows are dims dim0 + 64 d + 16 rt + 0..15, one 16-byte chunk
+// of a key row. One ldmatrix.x4.trans a (d, ks) reads keys 32 ks + 0..31 (lane L gives the
+// row of key 32 ks + L; matrix m = keys 8m..8m+7 sit in eight distinct swizzled chunks: no
+// bank conflict) as 16-bit pairs of dims, so thread (g, q) = (lane / 4, lane % 4) holds dims
+// 2g, 2g + 1 of keys 8m + 2q, 8m + 2q + 1; one PRMT a register then gives M row g (dim 2g)
+// and row g + 8 (dim 2g + 1) their four keys (vt_dim). The k32 step's position 4q + 2h + e
+// (+ 16 for matrices 2, 3) so holds key 8h + 2q + e: P is stored in that order (vt_key_pos).
+template <int kBlocks>
+__device__ __forceinline__ void load_vt(u32 (&v)[kBlocks][2][4], u32 tile, int dim0, int rt, int lane) {
+  const u32 row = tile + lane * 128;
+#pragma unroll
+  for (int d = 0; d < kBlocks; ++d) {
+    const int dim = dim0 + 64 * d, chunk = ((dim & 127) >> 4) + rt;
+    const u32 at = row + (dim >> 7) * kTile * 128 + ((chunk ^ (lane & 7)) << 4);
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      u32 r[4];
+      ldmatrix_x4_trans(r, at + ks * 32 * 128);
+      v[d][ks][0] = prmt(r[0], r[1], 0x6420u), v[d][ks][1] = prmt(r[0], r[1], 0x7531u);
+      v[d][ks][2] = prmt(r[2], r[3], 0x6420u), v[d][ks][3] = prmt(r[2], r[3], 0x7531u);
+    }
+  }
+}
+
+// Where key t of a tile sits in P's k order (load_vt's): bits (h, q, e) -> (q, h, e).
+__device__ __forceinline__ int vt_key_pos(int t) {
+  return (t & ~15) | (((t >> 1) & 3) << 2) | (((t >> 3) & 1) << 1) | (t & 1);
+}
+
+// The dim (after dim0) of O^T block d's accumulator register i (load_vt's rows).
+__device__ __forceinline__ int vt_dim(int d, int i, int rt, int lane) {
+  return 64 * d + 16 * rt + 2 * (lane >> 2) + ((i >> 1) & 1);
+}
+
 // P (the accumulator layout of S: rows r0, r0 + 8, keys 8n + 2 (lane & 3) + {0, 1}) times
 // f[h] -> e4m3 at P[row][key] (128-byte rows, 128-byte swizzle: K-major for the B operand).
 // A split Q's P is split too: hi in bytes 0-63 of the row, lo in bytes 64-127 (two more k32
@@ -134,7 +169,7 @@ __device__ __forceinline__ void store_p8(unsigned char* p, const float (&s)[8][4
   for (int n = 0; n < 8; ++n)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = r0 + 8 * h, key = 8 * n + c0;
+      const int row = r0 + 8 * h, key = vt_key_pos(8 * n + c0);  // keys 8n + c0, + 1 stay adjacent
       const int at = row * 128 + ((((key >> 4) ^ (row & 7)) << 4) | (key & 15));
       if constexpr (kQgSplit) {
         u16 hi, lo;
@@ -147,44 +182,16 @@ __device__ __forceinline__ void store_p8(unsigned char* p, const float (&s)[8][4
     }
 }
 
-// This thread's A fragments of V^T for warpgroup wg's 256 dims and the tile's 64 keys:
-// [k32 step][m64 block][register]. Its eight dims d..d+7 (d = 256 wg + 64 rt + 8 g) lie in
-// one 16-byte chunk of a key row; a warp's 8-byte loads of four key rows 4 apart hit the
-// two halves of the banks (the swizzle moves rows 4 apart by 64 bytes): two wavefronts.
-__device__ __forceinline__ void load_vt(u32 (&v)[2][4][4], const unsigned char* tile, int wg, int rt, int lane) {
-  const int g = lane >> 2, q = lane & 3;
-  const int d = wg * kWgDims + rt * 64 + g * 8;
-  const unsigned char* const block = tile + (d >> 7) * kTile * 128;
-  const int chunk = (d & 127) >> 4, half = d & 15;
-#pragma unroll
-  for (int ks = 0; ks < 2; ++ks)
-#pragma unroll
-    for (int grp = 0; grp < 2; ++grp) {
-      u32 lo[4], hi[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int key = 32 * ks + 16 * grp + 4 * q + i;
-        const uint2 w = *reinterpret_cast<const uint2*>(block + key * 128 + (((chunk ^ (key & 7)) << 4) | half));
-        lo[i] = w.x, hi[i] = w.y;
-      }
-      u32 tl[4], th[4];
-      transpose_bytes4(lo, tl);  // dims d + mb, keys 4q..4q+3 (+16 grp)
-      transpose_bytes4(hi, th);  // dims d + 4 + mb
-#pragma unroll
-      for (int mb = 0; mb < 4; ++mb) v[ks][mb][2 * grp] = tl[mb], v[ks][mb][2 * grp + 1] = th[mb];
-    }
-}
-
 // O^T += V^T P^T over the tile's 64 keys (two k32 steps, of P's hi and lo where P is split;
 // the four blocks interleaved, so no accumulator waits on the one issued just before it).
-__device__ __forceinline__ void pv8(float (&ot)[4][32], const u32 (&v)[2][4][4], u32 p) {
+__device__ __forceinline__ void pv8(float (&ot)[4][32], const u32 (&v)[4][2][4], u32 p) {
 #pragma unroll
   for (int plane = 0; plane < kQgPlanes; ++plane)
 #pragma unroll
     for (int ks = 0; ks < 2; ++ks)
 #pragma unroll
       for (int mb = 0; mb < 4; ++mb)
-        wgmma_m64n64k32_e4m3_rs(ot[mb], v[ks][mb], wgmma_desc_sw128(p + plane * 64 + ks * 32, 16, 1024));
+        wgmma_m64n64k32_e4m3_rs(ot[mb], v[mb][ks], wgmma_desc_sw128(p + plane * 64 + ks * 32, 16, 1024));
 }
 
 // O^T as it lies in RowState::acc (the same 128 registers as O), and flat for wgmma_pin.
@@ -193,9 +200,9 @@ __device__ __forceinline__ float (&flat_of(RowState& st))[128] { return reinterp
 
 // O^T += V^T P^T of one tile, this warpgroup's dims: the fragments loaded, the products issued
 // and committed (the caller waits).
-__device__ __forceinline__ void pv8_tile(RowState& st, const unsigned char* tile, u32 p, int wg, int rt, int lane) {
-  u32 v[2][4][4];
-  load_vt(v, tile, wg, rt, lane);
+__device__ __forceinline__ void pv8_tile(RowState& st, u32 tile, u32 p, int wg, int rt, int lane) {
+  u32 v[4][2][4];
+  load_vt(v, tile, wg * kWgDims, rt, lane);
   wgmma_pin(flat_of(st));
   wgmma_fence();
   pv8(ot_of(st), v, p);
@@ -272,7 +279,7 @@ __device__ __forceinline__ void qg_wg0_step(float (&s)[8][4], RowState& st, cons
   fence_proxy_async();
   named_barrier_sync(kWarpgroupLocal, 128);  // P_a0, every row's scale0, the zeroed keys
   rescale_ot(ot, sm.scale0, nullptr, lane);
-  pv8_tile(st, sm.ptr(sm.buf(ba)), sm.pa0, 0, rt, lane);
+  pv8_tile(st, sm.buf(ba), sm.pa0, 0, rt, lane);
 
   // Warpgroup 1's max1 -> P_a for its product; O0 onto max1. Every thread of ours has its
   // V_a (the barrier): buf0's blocks 0-1 are free.
@@ -297,7 +304,7 @@ __device__ __forceinline__ void qg_wg0_step(float (&s)[8][4], RowState& st, cons
       zero_cols_tail<0, kVtBlocks>(sm.ptr(sm.buf(bb)), valid_b, tid_wg);
       named_barrier_sync(kWarpgroupLocal, 128);
     }
-    pv8_tile(st, sm.ptr(sm.buf(bb)), sm.pb, 0, rt, lane);
+    pv8_tile(st, sm.buf(bb), sm.pb, 0, rt, lane);
   }
   float(&d)[32] = reinterpret_cast<float(&)[32]>(s);
   if (step.has_a2) {
@@ -348,10 +355,10 @@ __device__ __forceinline__ void qg_wg1_step(float (&s)[8][4], RowState& st, cons
     zero_cols_tail<kVtBlocks, 2 * kVtBlocks>(sm.ptr(sm.buf(ba)), valid_a, tid_wg);
     named_barrier_sync(kWarpgroupLocal + 1, 128);
   }
-  pv8_tile(st, sm.ptr(sm.buf(ba)), sm.pa1, 1, rt, lane);
+  pv8_tile(st, sm.buf(ba), sm.pa1, 1, rt, lane);
   named_barrier_sync(kWarpgroupLocal + 1, 128);  // every thread has V_a: a's blocks 2-4 are free
   if (issuer && step.has_refill_a) tma.issue_cols<kVtBlocks, kQ8Blocks>(step.ids_refill_a, sm.buf(ba), sm.bar(ba));
-  if (step.has_b) pv8_tile(st, sm.ptr(sm.buf(bb)), sm.pb, 1, rt, lane);
+  if (step.has_b) pv8_tile(st, sm.buf(bb), sm.pb, 1, rt, lane);
   named_barrier_sync(kWarpgroupLocal + 1, 128);  // every thread has V_b: b's blocks 2-4 are free
   if (issuer && step.has_refill_b) tma.issue_cols<kVtBlocks, kQ8Blocks>(step.ids_refill_b, sm.buf(bb), sm.bar(bb));
 
@@ -420,7 +427,7 @@ __device__ __forceinline__ void untranspose_o(RowState& st, float* scratch, int 
     for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        t[(8 * n + c0 + (e & 1)) * kStride + rt * 64 + 8 * g + 4 * (e >> 1) + mb] = ot[mb][4 * n + e] * (1.f / kPScale);
+        t[(8 * n + c0 + (e & 1)) * kStride + vt_dim(mb, e, rt, lane)] = ot[mb][4 * n + e] * (1.f / kPScale);
   named_barrier_sync(kWarpgroupLocal + wg, 128);
 #pragma unroll
   for (int i = 0; i < kAccTiles; ++i)
