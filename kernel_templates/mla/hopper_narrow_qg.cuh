@@ -129,7 +129,7 @@ __device__ __forceinline__ void narrow_qg_tile(NarrowQgState& ns, const NarrowQg
   const float kInf = __int_as_float(0x7f800000);
   const u32 k_addr = sm.buf(buf), bars = sm.bar(buf);
 
-  // S^T over the 576 dims, V^T's fragments (both halves of 512 dims) loaded under it.
+  // S^T over the 576 dims, V^T's fragments (all 512 dims) loaded under it.
   // (The blocks unrolled: a loop of them ran 7 % slower, m45.)
   float acc[kQgN / 2];
 #pragma unroll

@@ -9,13 +9,14 @@
 //   O^T += V^T P^T  m64n64k32, A = V^T in registers, B = P^T in shared memory.
 // 8-bit wgmmas take no transpose, so V (which the bf16 path reads MN-major as a B
 // operand) becomes the A operand of the transposed product: each thread builds its
-// V^T fragments from the raw rows (8-byte loads of four key rows, a 4 x 4 byte
-// transpose), and P, the B operand, is stored K-major as P[row][key] e4m3, scaled by
-// 2^8 (P <= 1: the scale keeps values down to 2^-14 normal; the epilogue takes the 2^-8
-// back). Each warpgroup owns 256 output dims as four m64 blocks of O^T (dims x rows,
-// 128 fp32 a thread, like O). A row of O^T's m64 block mb is a dim of this warpgroup:
-// row 16 w + g + 8 h (warp w, lane / 4 = g) is dim 64 w + 8 g + 4 h + mb, so that one
-// thread's eight A rows are eight consecutive dims, one 8-byte load a key.
+// V^T fragments from the raw rows (load_vt, m48: ldmatrix.trans over key rows and one byte
+// permute a register, the keys of a k32 step in a permuted order), and P, the B operand, is
+// stored K-major as P[row][key] e4m3 in that key order, scaled by 2^8 (P <= 1: the scale
+// keeps values down to 2^-14 normal; the epilogue takes the 2^-8 back). Each warpgroup owns
+// 256 output dims as four m64 blocks of O^T (dims x rows, 128 fp32 a thread, like O). A row
+// of O^T's m64 block mb is a dim of this warpgroup: row 16 w + g + 8 h (warp w, lane / 4 = g)
+// is dim 64 mb + 16 w + 2 g + h (vt_dim), so that a warp's rows of a block are one 16-byte
+// chunk of a key row.
 //
 // A bf16 Q (kQgSplit, m39) is staged as two e4m3 planes, hi + lo, each row at its own power
 // of 2 (stage_q_split), and S sums both planes' products over the same K blocks; P is split
