@@ -41,6 +41,7 @@
 // Warpgroup 1 takes V_a before V_b (m40) so that a's buffer refills sooner.
 
 #include "common/fp8.cuh"
+#include "common/mma.cuh"
 #include "common/named_barrier.cuh"
 #include "common/online_softmax.cuh"
 #include "common/tma.cuh"
