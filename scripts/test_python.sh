@@ -8,7 +8,8 @@
 #
 # First run on a fresh machine: ~1.5 min of downloads (torch 2.11 + its CUDA
 # wheels, ~3 GB, which `import torch` needs even without a GPU); later runs reuse
-# the environment.
+# the environment. pip keeps no cache of those wheels (--no-cache-dir): a second
+# copy would double what the install needs on disk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -31,8 +32,13 @@ fi
 py=$venv/bin/python
 if ! "$py" -c "import torch, pytest, numpy; assert torch.__version__.startswith('$torch_version')" 2>/dev/null; then
   echo "test_python: installing torch==$torch_version, numpy, pytest into $venv"
-  "$py" -m pip install -q --upgrade pip
-  "$py" -m pip install -q "torch==$torch_version" numpy pytest
+  free_gib=$(( $(df -Pk "$build" | awk 'NR==2 {print $4}') / 1048576 ))
+  if (( free_gib < 8 )); then
+    echo "test_python: warning: $free_gib GiB free under $build; torch and its CUDA wheels take ~5 GiB installed, more while installing" \
+         "while installing (free space there, or point TMPDIR at a larger disk)" >&2
+  fi
+  "$py" -m pip install -q --no-cache-dir --upgrade pip
+  "$py" -m pip install -q --no-cache-dir "torch==$torch_version" numpy pytest
 fi
 
 echo "test_python: pip install ./python (packaging $build/libxqajit.so.0 and $build/tools/xqajit)"
