@@ -34,8 +34,8 @@ if ! "$py" -c "import torch, pytest, numpy; assert torch.__version__.startswith(
   echo "test_python: installing torch==$torch_version, numpy, pytest into $venv"
   free_gib=$(( $(df -Pk "$build" | awk 'NR==2 {print $4}') / 1048576 ))
   if (( free_gib < 8 )); then
-    echo "test_python: warning: $free_gib GiB free under $build; torch and its CUDA wheels take ~5 GiB installed, more while installing" \
-         "while installing (free space there, or point TMPDIR at a larger disk)" >&2
+    echo "test_python: warning: $free_gib GiB free under $build; torch and its CUDA wheels take ~5 GiB installed," \
+         "more while installing (free space there, or point TMPDIR at a larger disk)" >&2
   fi
   "$py" -m pip install -q --no-cache-dir --upgrade pip
   "$py" -m pip install -q --no-cache-dir "torch==$torch_version" numpy pytest
