@@ -175,7 +175,7 @@ def test_fast_path_patches_every_field(monkeypatch):
     assert captured["c"] == captured["python"]
 
 
-# --- the calls with optional tensors: GQA's lse (gqa_lse.py), sparse MLA, lse, sinks (mla_extras.py) ---
+# --- the calls with optional tensors: GQA's lse, sparse MLA, MLA's lse and sinks ---
 
 SM = 192 ** -0.5
 

@@ -9,8 +9,8 @@ library's status. Without the compiled module, without torch's DLPack exchange
 API (torch < 2.10) or with XQAJIT_PY_FASTPATH=0, `call` is None and every call
 takes the Python path (ctypes; checks cached by metadata).
 
-An op's calls with optional tensors (lse, sparse indices, sinks: gqa_lse.py,
-mla_extras.py) pass them after the op's own arguments: the same op code, struct and
+An op's calls with optional tensors (lse, sparse indices, sinks) pass them after
+the op's own arguments: the same op code, struct and
 launcher, a longer key (None or each tensor's metadata), and a patch for each tensor
 given (an absent one stays NULL, as the template holds it).
 """

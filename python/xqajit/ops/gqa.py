@@ -1,9 +1,10 @@
 """xqajit.decode: GQA/MHA decode attention over a paged KV cache, on torch tensors.
 
 Three ways in, one launcher:
-  decode(...)              eager: checks, packs XqajitDecodeArgs, calls the C ABI (a few us);
-  torch.ops.xqajit.decode  the custom op torch.compile traces (fake impl: checks only);
-  decode_args(...)         the packed values without launching (tests, dry runs).
+  decode(...)                  eager: checks, packs XqajitDecodeArgs, calls the C ABI (a few us);
+  torch.ops.xqajit.decode      the custom op torch.compile traces (fake impl: checks only),
+  torch.ops.xqajit.decode_lse  and its twin for the calls with an lse output (one more, mutated, tensor);
+  decode_args(...)             the packed values without launching (tests, dry runs).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Optional
 import torch
 
 from .. import _library
-from .._tensors import (BF16, DTYPE_CODE, DTYPE_NAME, FP8, FP16, current_stream, dtype_code, fail, lse_arg,
+from .._tensors import (BF16, DTYPE_CODE, DTYPE_NAME, FP8, FP16, current_stream, dtype_code, fail, lse_arg, new_lse,
                         optional_ptr, paged_table, require_cuda, require_tensor, same_device, scale_arg, strides_for)
 from . import _fast
 from ._abi import DECODE_ARGS
@@ -180,16 +181,17 @@ def decode(q: torch.Tensor, k_cache: Optional[torch.Tensor] = None, v_cache: Opt
     return_lse: also return the log-sum-exp, float32 [batch, q_len, Hq] ([batch, Hq]
     for a 3-D q): the natural log of the sum of exp of each row's scaled logits (the
     sink not included; +inf for a row that saw no key), to merge this attention with
-    another piece's; as `(out, lse)`. `lse` may be given (any strides). These run
-    ops/gqa_lse.py, a custom op of their own under torch.compile; eager, the same C
-    fast path as the other calls.
+    another piece's; as `(out, lse)`. `lse` may be given (any strides). These calls
+    trace to a custom op of their own (decode_lse) under torch.compile; eager, they take
+    the same C fast path as the other calls.
     """
     if out is None:
         out = torch.empty(q.shape, dtype=_output_dtype(q, out_scale), device=q.device)
     handle = 0 if engine is None else engine.handle
     if return_lse or lse is not None:
-        return run_with_lse(q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale, out_scale,
-                            sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle, lse)
+        return _decode_with_lse(q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale,
+                                out_scale, sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle,
+                                lse)
     compiling = _is_compiling()
     if _fast_call is not None and not compiling:
         # launch_eager's C fast path, inlined: one Python frame less on the hot path.
@@ -209,10 +211,27 @@ def decode(q: torch.Tensor, k_cache: Optional[torch.Tensor] = None, v_cache: Opt
     return out
 
 
+def _decode_with_lse(q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale, out_scale,
+                     sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle, lse):
+    """decode() with the lse output: returns (out, lse), lse allocated [batch, q_len, Hq] when None."""
+    k_or_kv = _one_cache_form(k_cache, v_cache, kv_cache)
+    if lse is None:
+        require_tensor(_OP, "q", q)
+        lse = new_lse(q)
+    if _is_compiling():
+        torch.ops.xqajit.decode_lse(out, q, k_or_kv, v_cache, block_table, seq_lens, workspace, sinks, spec_mask,
+                                    *_op_scales(q_scale, kv_scale, out_scale), int(sliding_window), kv_layout,
+                                    int(num_splits), handle, lse)
+    else:
+        launch_eager((q, k_cache, v_cache, block_table, seq_lens, kv_cache, out, q_scale, kv_scale, out_scale,
+                      sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, handle, lse))
+    return out, lse
+
+
 def launch_eager(args) -> None:
     """An eager call; args as the C fast path keys them: decode()'s 17 (q, k_cache, v_cache, block_table,
     seq_lens, kv_cache, out, q_scale, kv_scale, out_scale, sliding_window, sinks, spec_mask, workspace,
-    kv_layout, num_splits, engine handle), then lse for gqa_lse.py's calls. Metadata checked before
+    kv_layout, num_splits, engine handle), then lse for the calls with an lse output. Metadata checked before
     takes the C fast path; anything else is checked (_run_and_register)."""
     if _fast_call is not None and _fast.launched(_fast_call(OP_DECODE, *args)):
         return
@@ -268,8 +287,8 @@ def _register_fast(args, mid, device, v_offset, lse_strides) -> None:
 
 def _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale, kv_scale, out_scale, sliding_window, sinks,
          spec_mask, workspace, kv_layout, num_splits, handle, lse=None):
-    """The eager launch behind decode() and the custom ops (the Python path; lse: gqa_lse.py's
-    calls). The checks depend on metadata alone: a call whose metadata was seen before reuses
+    """The eager launch behind decode() and the custom ops (the Python path; lse: the calls
+    with an lse output). The checks depend on metadata alone: a call whose metadata was seen before reuses
     their result and only reads pointers and scales. Returns what was checked:
     (shapes and strides, device, v - k offset, lse strides)."""
     try:
@@ -370,27 +389,31 @@ def validate(q, k_cache=None, v_cache=None, block_table=None, seq_lens=None, *, 
         _library.raise_last_error(status)
 
 
-# --- the custom op torch.compile traces (and CUDA graphs capture) -------------------
+# --- the custom ops torch.compile traces (and CUDA graphs capture) ------------------
+# decode and decode_lse share their implementations: decode_lse's schema has one more
+# argument, the lse it writes.
 
 
 def _decode_op(out, q, k_cache, v_cache, block_table, seq_lens, workspace, sinks, spec_mask, q_scale_t, q_scale,
-               kv_scale_t, kv_scale, out_scale_t, out_scale, sliding_window, kv_layout, num_splits, engine) -> None:
+               kv_scale_t, kv_scale, out_scale_t, out_scale, sliding_window, kv_layout, num_splits, engine,
+               lse=None) -> None:
     _run(q, k_cache, v_cache, block_table, seq_lens, out, q_scale if q_scale_t is None else q_scale_t,
          kv_scale if kv_scale_t is None else kv_scale_t, out_scale_t if out_scale_t is not None else (out_scale or None),
-         sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, engine)
+         sliding_window, sinks, spec_mask, workspace, kv_layout, num_splits, engine, lse)
 
 
 def _decode_fake(out, q, k_cache, v_cache, block_table, seq_lens, workspace, sinks, spec_mask, q_scale_t, q_scale,
-                 kv_scale_t, kv_scale, out_scale_t, out_scale, sliding_window, kv_layout, num_splits, engine) -> None:
+                 kv_scale_t, kv_scale, out_scale_t, out_scale, sliding_window, kv_layout, num_splits, engine,
+                 lse=None) -> None:
     # Shapes, dtypes, strides and devices are checked while tracing; pointers and
     # scale tensors only exist at run time.
-    decode_args(q, k_cache, v_cache, block_table, seq_lens, out, sliding_window=sliding_window,
-                kv_layout=kv_layout, num_splits=num_splits, ptr=_no_ptr)
+    decode_args(q, k_cache, v_cache, block_table, seq_lens, out, sliding_window=sliding_window, sinks=sinks,
+                spec_mask=spec_mask, kv_layout=kv_layout, num_splits=num_splits, lse=lse, ptr=_no_ptr)
 
 
-register("decode", "(Tensor(a!) out, Tensor q, Tensor k_cache, Tensor? v_cache, Tensor block_table, Tensor seq_lens, "
-                   "Tensor(b!)? workspace, Tensor? sinks, Tensor? spec_mask, Tensor? q_scale_t, float q_scale, "
-                   "Tensor? kv_scale_t, float kv_scale, Tensor? out_scale_t, float out_scale, int sliding_window, "
-                   "str kv_layout, int num_splits, int engine) -> ()", _decode_op, _decode_fake)
-
-from .gqa_lse import run_with_lse  # noqa: E402  (it builds on this module's checks and launch)
+_DECODE_SCHEMA = ("(Tensor(a!) out, Tensor q, Tensor k_cache, Tensor? v_cache, Tensor block_table, Tensor seq_lens, "
+                  "Tensor(b!)? workspace, Tensor? sinks, Tensor? spec_mask, Tensor? q_scale_t, float q_scale, "
+                  "Tensor? kv_scale_t, float kv_scale, Tensor? out_scale_t, float out_scale, int sliding_window, "
+                  "str kv_layout, int num_splits, int engine")
+register("decode", _DECODE_SCHEMA + ") -> ()", _decode_op, _decode_fake)
+register("decode_lse", _DECODE_SCHEMA + ", Tensor(c!) lse) -> ()", _decode_op, _decode_fake)

@@ -3,9 +3,10 @@ paged latent cache, on torch tensors (include/xqajit/ops/mla_decode.hpp).
 
 Every head reads one shared latent row per token: 576 values (512 latent + 64
 rope) used as K, the first 512 as V. The same three ways in as decode (gqa.py):
-  mla_decode(...)              eager: checks, packs XqajitMlaDecodeArgs, calls the C ABI;
-  torch.ops.xqajit.mla_decode  the custom op torch.compile traces (fake impl: checks only);
-  mla_decode_args(...)         the packed values without launching (tests, dry runs).
+  mla_decode(...)                     eager: checks, packs XqajitMlaDecodeArgs, calls the C ABI;
+  torch.ops.xqajit.mla_decode         the custom op torch.compile traces (fake impl: checks only),
+  torch.ops.xqajit.mla_decode_extras  and its twin for sparse calls, lse and sinks (the EXTRAS);
+  mla_decode_args(...)                the packed values without launching (tests, dry runs).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Optional
 import torch
 
 from .. import _library
-from .._tensors import (BF16, DTYPE_NAME, FP8, FP8DS, current_stream, dtype_code, fail, lse_arg,
+from .._tensors import (BF16, DTYPE_NAME, FP8, FP8DS, current_stream, dtype_code, fail, lse_arg, new_lse,
                         optional_ptr, paged_table, require_cuda, require_tensor, same_device, scale_arg, strides_for)
 from . import _fast
 from ._abi import MLA_DECODE_ARGS
@@ -56,7 +57,7 @@ def _sm_scale(value) -> float:
 # topk, indices, topk_length, lse, attn_sink, then the index and lse strides.
 TAIL_FIELDS = ("topk", "indices", "topk_length", "lse", "attn_sink", "indices_stride_batch",
                "indices_stride_token", "lse_stride_batch", "lse_stride_token", "lse_stride_head")
-# The tail's pointers: the optional tensors of an extended call (mla_extras.py), in the order
+# The tail's pointers: the optional tensors of an extended call (sparse, lse, sinks), in the order
 # launch_eager takes them after mla_decode()'s 13 arguments.
 EXTRAS = TAIL_FIELDS[1:5]
 _NO_EXTRAS, _NO_POINTERS = (None,) * len(EXTRAS), (0,) * len(EXTRAS)
@@ -234,15 +235,17 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: Optional[to
     log of the sum of exp of the scaled logits; +inf for a row that saw no key),
     as `(out, lse)`; `lse` may be given (any strides, e.g. a transposed view of
     FlashMLA's [batch, H, q_len]). attn_sink: float32 [H]; out is scaled by
-    exp(lse) / (exp(lse) + exp(sink)). These run ops/mla_extras.py, a custom op of
-    their own under torch.compile; eager, the same C fast path as the dense calls.
+    exp(lse) / (exp(lse) + exp(sink)). These calls trace to a custom op of their own
+    (mla_decode_extras) under torch.compile; eager, they take the same C fast path as
+    the dense calls.
     """
     if out is None:
         out = _new_out(q)
     handle = 0 if engine is None else engine.handle
     if indices is not None or topk_length is not None or return_lse or lse is not None or attn_sink is not None:
-        return run_extended(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask,
-                            workspace, backend, num_splits, handle, indices, topk_length, return_lse, lse, attn_sink)
+        return _mla_decode_extended(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask,
+                                    workspace, backend, num_splits, handle, indices, topk_length, return_lse, lse,
+                                    attn_sink)
     if _is_compiling():
         torch.ops.xqajit.mla_decode(out, q, kv_cache, block_table, seq_lens, workspace, spec_mask,
                                     _sm_scale(sm_scale), *_op_scales(q_scale, kv_scale), backend, int(num_splits),
@@ -261,10 +264,27 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: Optional[to
     return out
 
 
+def _mla_decode_extended(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
+                         backend, num_splits, handle, indices, topk_length, return_lse, lse, attn_sink):
+    """mla_decode() with indices, topk_length, lse or attn_sink: returns out, or (out, lse)
+    where lse is asked for (allocated [batch, q_len, H] when only return_lse is set)."""
+    if lse is None and return_lse:
+        require_tensor(_OP, "q", q)
+        lse = new_lse(q)
+    if _is_compiling():
+        torch.ops.xqajit.mla_decode_extras(out, q, kv_cache, block_table, seq_lens, workspace, spec_mask,
+                                           _sm_scale(sm_scale), *_op_scales(q_scale, kv_scale), backend,
+                                           int(num_splits), handle, indices, topk_length, lse, attn_sink)
+    else:
+        launch_eager((q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace,
+                      backend, num_splits, handle, indices, topk_length, lse, attn_sink))
+    return out if lse is None else (out, lse)
+
+
 def launch_eager(args) -> None:
     """An eager call; args as the C fast path keys them: mla_decode()'s 13 (q, kv_cache, block_table,
     seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace, backend, num_splits, engine
-    handle), then the EXTRAS (indices, topk_length, lse, attn_sink) for mla_extras.py's calls.
+    handle), then the EXTRAS (indices, topk_length, lse, attn_sink) for the extended calls.
     Metadata checked before takes the C fast path; anything else is checked (_run_and_register)."""
     if _fast_call is not None and _fast.launched(_fast_call(OP_MLA, *args)):
         return
@@ -303,8 +323,8 @@ _CHECKED = CheckedCalls()
 def _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale, kv_scale, spec_mask, workspace, backend,
          num_splits, handle, extras=None):
     """The eager launch behind mla_decode() and the custom ops: checks cached by the
-    arguments' metadata, as gqa._run does. extras: the EXTRAS of mla_extras.py's calls
-    (None for a dense call). Returns what was checked: (shapes and strides, device,
+    arguments' metadata, as gqa._run does. extras: the EXTRAS of an extended call (None
+    for a dense call). Returns what was checked: (shapes and strides, device,
     TAIL_FIELDS with zero pointers)."""
     try:
         key = (q.shape, q.stride(), q.dtype, q.get_device(), kv_cache.shape, kv_cache.stride(), kv_cache.dtype,
@@ -389,24 +409,27 @@ def validate(q, kv_cache, block_table=None, seq_lens=None, *, sm_scale, out=None
         _library.raise_last_error(status)
 
 
-# --- the custom op torch.compile traces (and CUDA graphs capture) -------------------
+# --- the custom ops torch.compile traces (and CUDA graphs capture) ------------------
+# mla_decode and mla_decode_extras share their implementations: mla_decode_extras's schema
+# takes optional block_table / seq_lens, and the EXTRAS after the engine.
 
 
 def _mla_op(out, q, kv_cache, block_table, seq_lens, workspace, spec_mask, sm_scale, q_scale_t, q_scale,
-            kv_scale_t, kv_scale, backend, num_splits, engine) -> None:
+            kv_scale_t, kv_scale, backend, num_splits, engine, *extras) -> None:
     _run(q, kv_cache, block_table, seq_lens, out, sm_scale, q_scale if q_scale_t is None else q_scale_t,
-         kv_scale if kv_scale_t is None else kv_scale_t, spec_mask, workspace, backend, num_splits, engine)
+         kv_scale if kv_scale_t is None else kv_scale_t, spec_mask, workspace, backend, num_splits, engine,
+         extras or None)
 
 
 def _mla_fake(out, q, kv_cache, block_table, seq_lens, workspace, spec_mask, sm_scale, q_scale_t, q_scale,
-              kv_scale_t, kv_scale, backend, num_splits, engine) -> None:
+              kv_scale_t, kv_scale, backend, num_splits, engine, *extras) -> None:
     mla_decode_args(q, kv_cache, block_table, seq_lens, out, sm_scale=sm_scale, spec_mask=spec_mask,
-                    backend=backend, num_splits=num_splits, ptr=_no_ptr)
+                    backend=backend, num_splits=num_splits, ptr=_no_ptr, **dict(zip(EXTRAS, extras)))
 
 
-register("mla_decode", "(Tensor(a!) out, Tensor q, Tensor kv_cache, Tensor block_table, Tensor seq_lens, "
-                       "Tensor(b!)? workspace, Tensor? spec_mask, float sm_scale, Tensor? q_scale_t, float q_scale, "
-                       "Tensor? kv_scale_t, float kv_scale, str backend, int num_splits, int engine) -> ()",
-         _mla_op, _mla_fake)
-
-from .mla_extras import run_extended  # noqa: E402  (it builds on this module's checks and launch)
+_MLA_SCHEMA = ("(Tensor(a!) out, Tensor q, Tensor kv_cache, Tensor{opt} block_table, Tensor{opt} seq_lens, "
+               "Tensor(b!)? workspace, Tensor? spec_mask, float sm_scale, Tensor? q_scale_t, float q_scale, "
+               "Tensor? kv_scale_t, float kv_scale, str backend, int num_splits, int engine")
+register("mla_decode", _MLA_SCHEMA.format(opt="") + ") -> ()", _mla_op, _mla_fake)
+register("mla_decode_extras", _MLA_SCHEMA.format(opt="?") + ", Tensor? indices, Tensor? topk_length, "
+         "Tensor(c!)? lse, Tensor? attn_sink) -> ()", _mla_op, _mla_fake)
