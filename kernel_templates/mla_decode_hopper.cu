@@ -57,6 +57,7 @@
 #include "mla/hopper_qgmma.cuh"
 #include "mla/hopper_seesaw.cuh"
 #include "mla/shared_rows.cuh"
+#include "mla/shared_split.cuh"
 
 using namespace xqajit;
 using namespace xqajit::mla_hopper;
@@ -104,30 +105,21 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
 
   // Sparse: the CTA's rows are one query token's (mla/hopper_geometry.h), its "sequence"
   // that token's index list.
-  mla::SparseList list{};
-  if constexpr (MLA_SPARSE) list = mla::sparse_list(args, b, rb * kR / kHeads);
-  const int max_len = args.max_pages_per_seq * kPageSize;
-  const int seq_len = MLA_SPARSE ? list.length : clamped_seq_len(args.seq_lens, b, max_len);
-  const int draft_begin = seq_len - kQLen;
-  const int split_begin = split * args.split_tokens;
-  const int split_end = split_begin + args.split_tokens < seq_len ? split_begin + args.split_tokens : seq_len;
-  const int num_tiles = split_tile_count<kTile>(split_begin, split_end);
-
-  const float q_scale = args.q_scale_ptr ? *args.q_scale_ptr : args.q_scale;
-  const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
-  const float logit_scale_log2 = args.sm_scale * q_scale * kv_scale * kLog2e;
+  const mla::SplitKeys keys = mla::split_keys<kTile>(args, b, rb * kR / kHeads, split);
+  const mla::Scales scales = mla::scales(args);
+  const float kv_scale = scales.kv, logit_scale_log2 = scales.logit_scale_log2;
 
   const int* const table_row = args.block_table + (long long)b * args.block_table_stride;
   const u32 raw_addr = smem_addr(smem + kRawOff);
-  const TmaTileLoader tma{&kv_map, table_row, split_begin, split_end,
+  const TmaTileLoader tma{&kv_map, table_row, keys.begin, keys.end,
                           kTma || kQgmma ? l2_evict_first_policy() : 0ull};
   // A plain fp8 cache, 32 rows or more: the fp8 tensor cores (mla/hopper_qgmma.cuh) for splits
   // of kQgMinTiles tiles or more; shorter ones run the per-tile schedule below, whose fixed
   // cost a split is smaller (m38). 16 rows take them for every split (mla/hopper_narrow_qg.cuh,
   // m43: no seesaw, so no seesaw's fixed cost).
-  if (kQgmma && (kNarrowQg || num_tiles >= kQgMinTiles)) {
+  if (kQgmma && (kNarrowQg || keys.num_tiles >= kQgMinTiles)) {
     RowState st;
-    const SeesawSplit sp{num_tiles, split_begin, split_end, draft_begin, logit_scale_log2};
+    const SeesawSplit sp{keys.num_tiles, keys.begin, keys.end, keys.draft_begin, logit_scale_log2};
     if constexpr (kNarrowQg) {
       narrow_qg_cta(st, args, tma, smem, full_addr, sp, b, tid);
     } else {
@@ -143,11 +135,11 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
       const TileProducer producer{static_cast<const unsigned char*>(args.kv_cache),
                                   args.kv_stride_page,
                                   args.kv_stride_token,
-                                  split_begin,
-                                  split_end,
-                                  list,
+                                  keys.begin,
+                                  keys.end,
+                                  keys.list,
                                   s_key_ok};
-      produce_split(producer, num_tiles, smem + kRawOff, full_addr, tid - kThreads);
+      produce_split(producer, keys.num_tiles, smem + kRawOff, full_addr, tid - kThreads);
       // Leaving is safe: bar.sync counts exited threads as arrived, and every remote write
       // or arrival this CTA's producer makes is waited for by the peer before it leaves.
       return;
@@ -158,19 +150,19 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
                           table_row,
                           args.kv_stride_page,
                           args.kv_stride_token,
-                          max_len,
-                          split_begin,
-                          split_end,
-                          list,
+                          keys.max_len,
+                          keys.begin,
+                          keys.end,
+                          keys.list,
                           s_key_ok};
   // Compute-bound bf16 specs (kSeesaw): splits of more than kSeesawMinTiles tiles run the
   // seesaw (mla/hopper_seesaw.cuh); shorter ones, and every other spec, the per-tile
   // schedule below, both warpgroups on each tile, whose chain per tile is shorter where a
   // split is all latency (m13, docs/MLA_HOPPER_NOTES.md).
-  const bool seesaw = kSeesaw && num_tiles > kSeesawMinTiles;
+  const bool seesaw = kSeesaw && keys.num_tiles > kSeesawMinTiles;
   int next_pages[TmaTileLoader::kPagesPerTile];  // per-tile TMA, thread 0: the next tile's page ids
   if constexpr (kTma) {
-    if (tid == 0 && num_tiles > 0) {
+    if (tid == 0 && keys.num_tiles > 0) {
       if (seesaw) {  // the first two tiles, whole
         for (int t = 0; t < 2; ++t) {
           tma.pages(t, next_pages);
@@ -179,7 +171,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
       } else {
         tma.pages(0, next_pages);
         tma.issue(next_pages, raw_addr, full_addr);
-        if (num_tiles > 1) tma.pages(1, next_pages);
+        if (keys.num_tiles > 1) tma.pages(1, next_pages);
       }
     }
   }
@@ -190,7 +182,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   if constexpr (!kTma && !kProducer) {
 #pragma unroll
     for (int t = 0; t < kFirstTiles; ++t) {
-      if (t < num_tiles) loader.issue(t, raw_addr + t * kRawStageBytes, tid, loader.entry(t, tid));
+      if (t < keys.num_tiles) loader.issue(t, raw_addr + t * kRawStageBytes, tid, loader.entry(t, tid));
       cp_async_commit();
     }
     entry_ahead = loader.entry(kFirstTiles, tid);
@@ -199,7 +191,8 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   // barrier has freed, and the entry of the tile after it.
   auto issue_ahead = [&](int it) {
     const int next = it + kStages - 1;
-    if (next < num_tiles) loader.issue(next, raw_addr + (unsigned)next % kStages * kRawStageBytes, tid, entry_ahead);
+    if (next < keys.num_tiles)
+      loader.issue(next, raw_addr + (unsigned)next % kStages * kRawStageBytes, tid, entry_ahead);
     cp_async_commit();
     entry_ahead = loader.entry(next + 1, tid);
   };
@@ -234,7 +227,8 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     sm.bars = full_addr;
     if (tid < kR) sm.max[tid] = -kInf;
     __syncthreads();
-    seesaw_split(st, sm, tma, SeesawSplit{num_tiles, split_begin, split_end, draft_begin, logit_scale_log2}, wg, rt,
+    seesaw_split(st, sm, tma,
+                 SeesawSplit{keys.num_tiles, keys.begin, keys.end, keys.draft_begin, logit_scale_log2}, wg, rt,
                  lane);
     __syncthreads();  // every wgmma and copy is done: the buffers are free
     st.row_max[0] = sm.max[rt * 16 + quad_row];
@@ -242,18 +236,18 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     add_other_sums(st, reinterpret_cast<float*>(smem + kRawOff), wg, tid & 127);
   } else {
     const Exchange xchg(smem);
-    for (int it = 0; it < num_tiles; ++it) {
+    for (int it = 0; it < keys.num_tiles; ++it) {
       u32 tile_addr = raw_addr + (it & 1) * kBufBytes;
       if constexpr (kTma) {
         // Stage (it + 1) & 1 was freed by the barrier that ended tile it - 1; stage s
         // completes on barrier s (the seesaw's first two, otherwise unused here).
-        if (tid == 0 && it + 1 < num_tiles) {
+        if (tid == 0 && it + 1 < keys.num_tiles) {
           tma.issue(next_pages, raw_addr + ((it + 1) & 1) * kStageBytes, full_addr + ((it + 1) & 1) * 8);
-          if (it + 2 < num_tiles) tma.pages(it + 2, next_pages);
+          if (it + 2 < keys.num_tiles) tma.pages(it + 2, next_pages);
         }
         __syncwarp();  // warp 0 converged again before its wgmmas (.sync.aligned)
         mbarrier_wait_parity(full_addr + (it & 1) * 8, (it >> 1) & 1);
-        const int valid = split_end - (split_begin + it * kTile);
+        const int valid = keys.end - (keys.begin + it * kTile);
         if (valid < kTile) {  // the split's last tile, once per CTA at most
           zero_tile_tail(smem + kRawOff + (it & 1) * kStageBytes, valid, tid);
           fence_proxy_async();
@@ -281,13 +275,13 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
         fence_proxy_async();  // cp.async / st.shared writes -> visible to wgmma (async proxy)
         __syncthreads();
         if constexpr (kStages == 1) {  // fp8ds: the one raw stage is converted; refill it under this tile's math
-          if (it + 1 < num_tiles) loader.issue(it + 1, raw_addr, tid, loader.entry(it + 1, tid));
+          if (it + 1 < keys.num_tiles) loader.issue(it + 1, raw_addr, tid, loader.entry(it + 1, tid));
           cp_async_commit();
         }
       }
       if constexpr (kNarrow) {
-        const NarrowTile nt{split_begin + it * kTile, split_end, draft_begin, narrow_bits, logit_scale_log2,
-                            s_key_ok + (it & 1) * kTile};
+        const NarrowTile nt{keys.begin + it * kTile, keys.end, keys.draft_begin, narrow_bits,
+                            logit_scale_log2, s_key_ok + (it & 1) * kTile};
         if constexpr (kNarrowFp8)
           narrow_tile(ns, NarrowFp8Operands{smem + kRawOff + (unsigned)it % kStages * kRawStageBytes}, q_addr, xchg,
                       nt, wg, rt, lane);
@@ -295,15 +289,15 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
       } else {
         float s[kHalfKeys / 8][4];
         qk_wgmma(s, q_addr, tile_addr, wg);
-        pv_wgmma(st, s, tile_addr, wg, rt, xchg, split_begin + it * kTile, split_end, draft_begin, logit_scale_log2,
-                 lane, s_key_ok + (it & 1) * kTile);
+        pv_wgmma(st, s, tile_addr, wg, rt, xchg, keys.begin + it * kTile, keys.end, keys.draft_begin,
+                 logit_scale_log2, lane, s_key_ok + (it & 1) * kTile);
       }
       if constexpr (kProducer) {
         // This warp's wgmmas are done with the buffer; its producers (ours, the peer's) wait
         // for that before tile it + 2 (nobody waits past the last: no remote arrival then
         // reaches a CTA that may have left). The exchange needs no barrier here: each
         // warpgroup's next write to it follows a math_sync the other reaches after reading.
-        if (lane == 0 && it + 2 < num_tiles) {
+        if (lane == 0 && it + 2 < keys.num_tiles) {
           const u32 empty = full_addr + 16 + (it & 1) * 8;
           mbarrier_arrive(empty);
           if constexpr (kRowCluster > 1) mbarrier_arrive_remote(peer_smem_addr(empty, cluster_cta_rank() ^ 1u));

@@ -22,6 +22,7 @@
 #include "mla/portable_loads.cuh"
 #include "mla/portable_math.cuh"
 #include "mla/shared_rows.cuh"
+#include "mla/shared_split.cuh"
 
 // Diagnostics (timing only, wrong results): 1 = loads alone, 2 = no phase B,
 // 3 = no phase A. Set by a variant copy of this file, never by the host.
@@ -51,32 +52,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_de
 
   // Sparse: the CTA's rows are one query token's (portable_geometry.h), its "sequence"
   // that token's index list.
-  mla::SparseList list{};
-  if constexpr (MLA_SPARSE) list = mla::sparse_list(args, b, rb * kR / kHeads);
-  const int max_len = args.max_pages_per_seq * kPageSize;
-  const int seq_len = MLA_SPARSE ? list.length : clamped_seq_len(args.seq_lens, b, max_len);
-  const int draft_begin = seq_len - kQLen;
-  const int split_begin = split * args.split_tokens;
-  const int split_end = split_begin + args.split_tokens < seq_len ? split_begin + args.split_tokens : seq_len;
-  const int num_tiles = split_tile_count<kTile>(split_begin, split_end);
-
-  const float q_scale = args.q_scale_ptr ? *args.q_scale_ptr : args.q_scale;
-  const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
-  const float logit_scale_log2 = args.sm_scale * q_scale * kv_scale * kLog2e;
+  const mla::SplitKeys keys = mla::split_keys<kTile>(args, b, rb * kR / kHeads, split);
+  const mla::Scales scales = mla::scales(args);
+  const float kv_scale = scales.kv, logit_scale_log2 = scales.logit_scale_log2;
 
   TileLoader loader{static_cast<const unsigned char*>(args.kv_cache),
                     args.block_table + (long long)b * args.block_table_stride,
                     args.kv_stride_page,
                     args.kv_stride_token,
-                    max_len,
-                    split_begin,
-                    split_end,
+                    keys.max_len,
+                    keys.begin,
+                    keys.end,
                     0,
-                    list};
+                    keys.list};
   if constexpr (kPageSize >= kTile) loader.next_page = loader.page_of(0);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < num_tiles) loader.issue(s, raw_addr + s * kStageBytes, tid);
+    if (s < keys.num_tiles) loader.issue(s, raw_addr + s * kStageBytes, tid);
     cp_async_commit();
   }
   stage_q(args, q_smem, b, rb, tid);
@@ -104,12 +96,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_de
   };
   auto phase_b = [&](int i) {
     if (kDiag == 1 || kDiag == 2) return;
-    pv_phase(st, s_buf(i), tile16_addr(i), rt, dim0, split_begin + i * kTile, split_end, draft_begin,
-             logit_scale_log2, lane, list);
+    pv_phase(st, s_buf(i), tile16_addr(i), rt, dim0, keys.begin + i * kTile, keys.end, keys.draft_begin,
+             logit_scale_log2, lane, keys.list);
   };
 
   if constexpr (kOverlap) {
-    if (num_tiles > 0) {
+    if (keys.num_tiles > 0) {
       cp_async_wait<kStages - 2>();
       __syncthreads();  // tile 0 and Q visible
       if constexpr (kFp8Cache) {
@@ -118,15 +110,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_de
       }
       phase_a(0);
     }
-    for (int it = 0; it < num_tiles; ++it) {
+    for (int it = 0; it < keys.num_tiles; ++it) {
       cp_async_wait<kStages - 3>();
       __syncthreads();  // S(it) and tile it+1 visible; every warp is done with tile it-1 and S(it-1)
       {
         const int next = it + kStages - 1;
-        if (next < num_tiles) loader.issue(next, raw_addr + (next % kStages) * kStageBytes, tid);
+        if (next < keys.num_tiles) loader.issue(next, raw_addr + (next % kStages) * kStageBytes, tid);
         cp_async_commit();
       }
-      const bool more = it + 1 < num_tiles;
+      const bool more = it + 1 < keys.num_tiles;
       if constexpr (kFp8Cache) {
         if (more) convert(it + 1);
         __syncthreads();
@@ -135,12 +127,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_de
       if (more) phase_a(it + 1);
     }
   } else {
-    for (int it = 0; it < num_tiles; ++it) {
+    for (int it = 0; it < keys.num_tiles; ++it) {
       cp_async_wait<kStages - 2>();
       __syncthreads();  // tile it landed; every warp is done with tile it-1 and S
       {
         const int next = it + kStages - 1;
-        if (next < num_tiles) loader.issue(next, raw_addr + (next % kStages) * kStageBytes, tid);
+        if (next < keys.num_tiles) loader.issue(next, raw_addr + (next % kStages) * kStageBytes, tid);
         cp_async_commit();
       }
       if constexpr (kFp8Cache) {
