@@ -34,6 +34,24 @@ def test_fake_impl_checks_at_trace_time():
         compiled(q, k, v, bt.long(), sl, 1.0)
 
 
+def test_fake_impl_checks_sinks_at_trace_time():
+    # decode and decode_lse share one fake, which checks sinks and spec_mask too: a bad sinks
+    # fails the trace (dynamo wraps the fake's error), not the eager call after it.
+    from torch._dynamo.exc import TorchRuntimeError
+
+    def f(q, k, v, bt, sl, sinks):
+        return xqajit.decode(q, k, v, bt, sl, sinks=sinks)
+
+    torch._dynamo.reset()
+    q, k, v, bt, sl = make_inputs()
+    with pytest.raises(TorchRuntimeError, match="sinks"):
+        torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, v, bt, sl, torch.zeros(q.shape[-2],
+                                                                                         dtype=torch.float16))
+    torch._dynamo.reset()
+    with pytest.raises(xqajit.ArgumentError, match="CPU tensor"):
+        torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, v, bt, sl, torch.zeros(q.shape[-2]))
+
+
 def test_combined_cache_and_out_under_compile():
     from torch._dynamo.testing import CompileCounterWithBackend
 
