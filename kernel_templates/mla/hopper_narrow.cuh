@@ -52,14 +52,21 @@ struct NarrowState {
   int o_exp;  // fp8ds (NarrowFp8Operands): O^T is held in units of 2^o_exp
 };
 
+// Rows that have seen no key: max -inf, sums and O^T zero (NarrowState's, NarrowQgState's).
+template <int kBlocks>
+__device__ __forceinline__ void narrow_rows_init(float (&row_max)[kNSlots], float (&row_sum)[kNSlots],
+                                                 float (&o)[kBlocks][kNRegs]) {
+#pragma unroll
+  for (int c = 0; c < kNSlots; ++c) row_max[c] = -__int_as_float(0x7f800000), row_sum[c] = 0.f;
+#pragma unroll
+  for (int d = 0; d < kBlocks; ++d)
+#pragma unroll
+    for (int i = 0; i < kNRegs; ++i) o[d][i] = 0.f;
+}
+
 __device__ __forceinline__ void narrow_init(NarrowState& ns) {
   ns.o_exp = 0;
-#pragma unroll
-  for (int c = 0; c < kNSlots; ++c) ns.row_max[c] = -__int_as_float(0x7f800000), ns.row_sum[c] = 0.f;
-#pragma unroll
-  for (int d = 0; d < kNBlocks; ++d)
-#pragma unroll
-    for (int i = 0; i < kNRegs; ++i) ns.o[d][i] = 0.f;
+  narrow_rows_init(ns.row_max, ns.row_sum, ns.o);
 }
 
 // The tile's max of each of the thread's query rows (tmax, its key rows') over the warpgroup's

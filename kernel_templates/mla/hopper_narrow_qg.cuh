@@ -273,12 +273,7 @@ __device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs&
   __syncthreads();
 
   NarrowQgState ns;
-#pragma unroll
-  for (int c = 0; c < kNSlots; ++c) ns.row_max[c] = -__int_as_float(0x7f800000), ns.row_sum[c] = 0.f;
-#pragma unroll
-  for (int d = 0; d < kQgOBlocks; ++d)
-#pragma unroll
-    for (int i = 0; i < kNRegs; ++i) ns.o[d][i] = 0.f;
+  narrow_rows_init(ns.row_max, ns.row_sum, ns.o);
   const unsigned bits = mla::draft_bits(args, b, 0, kQLen);
 #pragma unroll 1
   for (int it = wg; it < sp.num_tiles; it += 2) {
