@@ -53,6 +53,7 @@
 #include "mla/hopper_narrow.cuh"
 #include "mla/hopper_narrow_fp8.cuh"
 #include "mla/hopper_narrow_qg.cuh"
+#include "mla/hopper_narrow_qg_ds.cuh"
 #include "mla/hopper_producer.cuh"
 #include "mla/hopper_qgmma.cuh"
 #include "mla/hopper_seesaw.cuh"
@@ -121,7 +122,13 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     RowState st;
     const SeesawSplit sp{keys.num_tiles, keys.begin, keys.end, keys.draft_begin, logit_scale_log2};
     if constexpr (kNarrowQg) {
-      narrow_qg_cta(st, args, tma, smem, full_addr, sp, b, tid);
+      if constexpr (MLA_FP8DS) {
+        const NarrowQgDs ds{static_cast<const unsigned char*>(args.kv_cache), table_row, args.kv_stride_page,
+                            args.kv_stride_token, keys.begin, keys.end};
+        narrow_qg_cta(st, args, tma, smem, full_addr, sp, ds, b, tid);
+      } else {
+        narrow_qg_cta(st, args, tma, smem, full_addr, sp, NarrowQgPlain{}, b, tid);
+      }
     } else {
       mla::init_rows<kR>(st, args, b, rb, rt, quad_row);
       qgmma_cta(st, args, tma, smem, full_addr, sp, b, rb, tid);

@@ -105,7 +105,8 @@ static_assert(kQLen >= 1 && kQLen <= 4, "SPEC_Q_SEQ_LEN: 1 to 4");
 static_assert(kTile == 64, "the hopper backend builds KV_TILE_TOKENS = 64 only (S is one m64n64 wgmma chain)");
 static_assert(kPageSize == 16 || kPageSize == 32 || kPageSize == 64 || kPageSize == 128,
               "TOKENS_PER_PAGE: 16, 32, 64 or 128");
-static_assert(!kQgmma || (kStages == 2 && !kProducer), "a QGMMA spec's short splits: the per-tile schedule's two raw stages");
+static_assert(!kQgmma || kNarrowQg || (kStages == 2 && !kProducer),
+              "a QGMMA spec's short splits: the per-tile schedule's two raw stages");
 static_assert(kStages == 2 || (kStages == 1 && !kTma) || (kNarrowFp8 && kStages <= kXqajitMlaHopperMaxStages),
               "this spec does not fit the hopper backend (sm_90, kv_tile 64)");
 static_assert(kSmemEnd + 1024 == kGeo.smem_bytes, "the shared-memory map disagrees with mla/hopper_geometry.h");

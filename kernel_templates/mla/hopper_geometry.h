@@ -51,8 +51,13 @@ constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache
 // mla/hopper_narrow_qg.cuh): S^T = K Q^T with the raw tile as A, so a split Q's lo plane
 // sits in rows 16-31 of the one plane, which leaves room for four tile buffers, two for
 // each warpgroup's own tiles.
+// A dense fp8ds cache (DeepSeek-V3.2's 656-byte rows) at 16 rows runs the same narrow schedule
+// (m51, mla/hopper_narrow_qg_ds.cuh): its four 128-value latent groups land as the plain
+// row's four latent boxes, its bf16 rope as the fifth (bytes 528-655), and each group's scale
+// weighs that group's S^T and P^T (a bf16 Q: fp8ds takes no fp8 Q).
 constexpr int kXqajitMlaHopperQ8Blocks = 5;
 constexpr bool xqajit_mla_hopper_qgmma(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
+  if (row_bytes == XQAJIT_MLA_FP8DS_ROW_BYTES) return q_bytes == 2 && !sparse && heads * q_len == 16;
   return (q_bytes == 1 || q_bytes == 2) && row_bytes == XQAJIT_MLA_QK_DIM && !sparse && heads * q_len >= 16;
 }
 constexpr int xqajit_mla_hopper_qgmma_planes(int q_bytes, int rows) { return rows == 16 ? 1 : q_bytes; }
@@ -107,7 +112,8 @@ constexpr int xqajit_mla_hopper_seesaw_bytes(int kv_tile) {
 // sparse fp8ds H=16 B=64 ran 61.7 -> 68.9 us (session 27 run 1).
 constexpr int kXqajitMlaHopperMaxStages = 4;
 constexpr bool xqajit_mla_hopper_narrow_fp8(int heads, int q_len, int row_bytes, int sparse) {
-  return heads * q_len == 16 && row_bytes == XQAJIT_MLA_FP8DS_ROW_BYTES && !sparse;
+  return heads * q_len == 16 && row_bytes == XQAJIT_MLA_FP8DS_ROW_BYTES && !sparse &&
+         !xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, 2, sparse);
 }
 constexpr int xqajit_mla_hopper_raw_stride(int row_bytes, bool narrow_fp8) {
   return narrow_fp8 && row_bytes == XQAJIT_MLA_FP8DS_ROW_BYTES ? 704 : row_bytes;

@@ -103,6 +103,13 @@ struct TmaTileLoader {
       ids[j] = first + j * kPageSize < split_end ? table_row[(first + j * kPageSize) / kPageSize] : -1;
   }
 
+  // Where column block cb starts in a row: 128 bytes a block, but an fp8ds row's fifth block is
+  // its bf16 rope, after the scales (bytes 528-655; the scales are read apart, m51).
+  static __device__ __forceinline__ int box_x(int cb) {
+    if constexpr (MLA_FP8DS) return cb == kQ8Blocks - 1 ? XQAJIT_MLA_FP8DS_ROW_BYTES - 128 : cb * kBoxCols;
+    return cb * kBoxCols;
+  }
+
   // Column blocks kFirst..kLast-1 of the tile -> the buffer at `dst`, block cb completing
   // on its own barrier at bars + 8 cb (the seesaw refills a buffer by the blocks each
   // warpgroup has finished with, and S waits block by block).
@@ -119,7 +126,7 @@ struct TmaTileLoader {
 #pragma unroll
       for (int j = 0; j < kPagesPerTile; ++j)
         if (ids[j] >= 0)
-          tma_load_3d(dst + cb * kTile * 128 + j * kPageSize * 128, *map, cb * kBoxCols, 0, ids[j], bars + 8 * cb,
+          tma_load_3d(dst + cb * kTile * 128 + j * kPageSize * 128, *map, box_x(cb), 0, ids[j], bars + 8 * cb,
                       policy);
     }
   }

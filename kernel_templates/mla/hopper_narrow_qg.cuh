@@ -35,7 +35,9 @@ namespace mla_hopper {
 constexpr int kQgN = kQgSplit ? 2 * kN : kN;  // S^T's N: Q's rows, or both of a split Q's planes
 constexpr int kQgLoOff = kN * 128;            // a split Q's lo plane: kN rows after its hi
 constexpr int kQgOBlocks = kV / 64;           // O^T's m64 blocks: all 512 dims a warpgroup
-constexpr int kPtBytes = kN * 128;            // one warpgroup's P^T: 16 rows of 128 bytes
+constexpr int kPtBytes = kN * 128;            // one P^T plane: 16 rows of 128 bytes
+// P^T planes a warpgroup: one, or an fp8ds cache's one a scale group (mla/hopper_narrow_qg_ds.cuh).
+constexpr int kPtPlanes = MLA_FP8DS ? XQAJIT_MLA_V_DIM / XQAJIT_MLA_FP8DS_GROUP : 1;
 
 struct NarrowQgState {
   float row_max[kNSlots], row_sum[kNSlots];  // per slot; row_sum over this thread's key rows
@@ -51,11 +53,14 @@ struct NarrowQgSmem : QgBuffers {
 // A bf16 Q's 16 rows for the narrow schedule (kQgSplit): stage_q_split's planes (row r times
 // 2^e_r, hi in rows 0-15, lo in rows 16-31 of the one plane), by 16 threads a row so that all
 // 256 convert (a row's 576 values as 9 runs of 4 a thread): a short split's fixed cost.
+// Over an fp8ds cache only the 512 latent values are split; the rope stays bf16 in column
+// block 4 (rows 0-15), for the rope's bf16 products (mla/hopper_narrow_qg_ds.cuh).
 __device__ __forceinline__ void stage_q_split_narrow(const XqajitMlaArgs& args, unsigned char* q_smem, float* q_inv,
                                                      int b, int tid) {
-  constexpr int kLanes = kThreads / kN;        // 16 threads a row
-  constexpr int kRuns = kQk / 4 / kLanes;      // runs of 4 values a thread
-  static_assert(kRuns * 4 * kLanes == kQk, "a row in whole runs");
+  constexpr int kSplitValues = MLA_FP8DS ? kV : kQk;
+  constexpr int kLanes = kThreads / kN;            // 16 threads a row
+  constexpr int kRuns = kSplitValues / 4 / kLanes;  // runs of 4 values a thread
+  static_assert(kRuns * 4 * kLanes == kSplitValues, "a row in whole runs");
   const int r = tid / kLanes, j = tid % kLanes;
   const uint2* const src = reinterpret_cast<const uint2*>(mla::q_row(args, b, r));
   uint2 w[kRuns];
@@ -80,7 +85,11 @@ __device__ __forceinline__ void stage_q_split_narrow(const XqajitMlaArgs& args, 
     *reinterpret_cast<u32*>(q_smem + off) = h[0] | ((u32)h[1] << 16);
     *reinterpret_cast<u32*>(q_smem + kQgLoOff + off) = l[0] | ((u32)l[1] << 16);
   }
-  if (j < 4) {  // the rope block's second half (chunks 36..39): zeros in both planes
+  if constexpr (MLA_FP8DS) {
+    if (j < 8)  // the rope's 64 bf16 values as they are: chunks 32..39
+      *reinterpret_cast<uint4*>(q_smem + sw128_offset(r, kV / 16 + j, kR)) =
+          reinterpret_cast<const uint4*>(mla::q_row(args, b, r) + 2 * kV)[j];
+  } else if (j < 4) {  // the rope block's second half (chunks 36..39): zeros in both planes
     const u32 pad = sw128_offset(r, kQk / 16 + j, kR);
     *reinterpret_cast<U32x4*>(q_smem + pad) = U32x4{0, 0, 0, 0};
     *reinterpret_cast<U32x4*>(q_smem + kQgLoOff + pad) = U32x4{0, 0, 0, 0};
@@ -102,10 +111,11 @@ __device__ __forceinline__ void narrow_qk_block(float (&acc)[kQgN / 2], u32 q_ad
   wgmma_commit();
 }
 
-// P x 2^8 -> e4m3 P[query row][key] at pt (store_p8's layout, 16 rows, keys in vt_key_pos's
-// order; a split Q's P as hi and lo): this thread's key rows 16 rt + lane / 4 (+ 8), query rows
-// its slots'.
-__device__ __forceinline__ void narrow_store_pt(const float (&p)[kNRegs], u32 pt, int rt, int lane) {
+// P x f -> e4m3 P[query row][key] at pt (store_p8's layout, 16 rows, keys in vt_key_pos's
+// order; a split Q's P as hi and lo): this thread's key rows 16 rt + lane / 4 (+ 8), f[h] the
+// factor of key row h (2^8; over fp8ds, times the key's group scale), query rows its slots'.
+__device__ __forceinline__ void narrow_store_pt(const float (&p)[kNRegs], const float (&f)[2], u32 pt, int rt,
+                                                int lane) {
 #pragma unroll
   for (int i = 0; i < kNRegs; i += 2) {  // query rows h, h + 1 of key row t
     const int t = vt_key_pos(16 * rt + (lane >> 2) + 8 * ((i >> 1) & 1)), h = slot_col(acc_slot(i), lane);
@@ -113,11 +123,11 @@ __device__ __forceinline__ void narrow_store_pt(const float (&p)[kNRegs], u32 pt
     const u32 at1 = pt + (h + 1) * 128 + ((((t >> 4) ^ ((h + 1) & 7)) << 4) | (t & 15));
     if constexpr (kQgSplit) {
       u16 hi, lo;
-      f32x2_to_e4m3x2_split(p[i] * kPScale, p[i + 1] * kPScale, hi, lo);
+      f32x2_to_e4m3x2_split(p[i] * f[(i >> 1) & 1], p[i + 1] * f[(i >> 1) & 1], hi, lo);
       st_shared_u8(at0, hi & 0xff), st_shared_u8(at1, hi >> 8);
       st_shared_u8(at0 ^ 64, lo & 0xff), st_shared_u8(at1 ^ 64, lo >> 8);
     } else {
-      const u16 v = f32x2_to_e4m3x2(p[i] * kPScale, p[i + 1] * kPScale);
+      const u16 v = f32x2_to_e4m3x2(p[i] * f[(i >> 1) & 1], p[i + 1] * f[(i >> 1) & 1]);
       st_shared_u8(at0, v & 0xff), st_shared_u8(at1, v >> 8);
     }
   }
@@ -169,7 +179,8 @@ __device__ __forceinline__ void narrow_qg_tile(NarrowQgState& ns, const NarrowQg
     tsum[acc_slot(i)] += p[i];
   }
   const u32 pt = sm.pt0 + wg * kPtBytes;
-  narrow_store_pt(p, pt, rt, lane);
+  const float f[2] = {kPScale, kPScale};
+  narrow_store_pt(p, f, pt, rt, lane);
   fence_proxy_async();  // P^T -> visible to this warpgroup's wgmmas
   narrow_rescale(ns.row_sum, ns.o, corr, tsum);
   named_barrier_sync(kNarrowBarrier + wg, 128);  // P^T is in shared memory; the maxima are read
@@ -190,6 +201,16 @@ __device__ __forceinline__ void narrow_qg_tile(NarrowQgState& ns, const NarrowQg
 #pragma unroll
   for (int d = 0; d < kQgOBlocks; ++d) wgmma_pin(ns.o[d]);
 }
+
+// A plain fp8 cache's tile math in narrow_qg_cta's loop (mla/hopper_narrow_qg_ds.cuh: fp8ds's).
+struct NarrowQgPlain {
+  __device__ __forceinline__ void begin(int, int) {}
+  __device__ __forceinline__ void tile(NarrowQgState& ns, const NarrowQgSmem& sm, const NarrowTile& t, int, int buf,
+                                       u32 parity, int wg, int rt, int lane) {
+    narrow_qg_tile(ns, sm, t, buf, parity, wg, rt, lane);
+  }
+  __device__ __forceinline__ void end(NarrowQgState&) const {}
+};
 
 // Both warpgroups' rows -> one, in the per-tile schedule's RowState (rows 16 rt + quad_row
 // (+ 8) of warp rt, dims 256 wg + 8 i + 2 quad_col (+ 1)) for finish_rows: each warpgroup's
@@ -249,9 +270,12 @@ __device__ __forceinline__ void narrow_qg_rows(NarrowQgState& ns, RowState& st, 
 }
 
 // The whole CTA on the narrow QGMMA path, up to the shared epilogue: Q staged, the split's
-// tiles, then st as finish_rows takes it. `bars`: kQgBuffers x kQ8Blocks mbarriers, initialised.
+// tiles (each by `math`: NarrowQgPlain or NarrowQgDs), then st as finish_rows takes it.
+// `bars`: kQgBuffers x kQ8Blocks mbarriers, initialised.
+template <class TileMath>
 __device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs& args, const TmaTileLoader& tma,
-                                              unsigned char* smem, u32 bars, const SeesawSplit& sp, int b, int tid) {
+                                              unsigned char* smem, u32 bars, const SeesawSplit& sp, TileMath math,
+                                              int b, int tid) {
   static_assert(!kNarrowQg || kQgBuffers == 4, "two tile buffers a warpgroup");
   const int lane = tid & 31, wg = warp_uniform(tid >> 7), rt = warp_uniform((tid >> 5) & 3);
   NarrowQgSmem sm;
@@ -259,7 +283,8 @@ __device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs&
   sm.q = smem_addr(smem + kQOff);
   sm.buf0 = smem_addr(smem + kQgRawOff);
   sm.pt0 = smem_addr(smem + kQgP8Off);
-  sm.max = reinterpret_cast<float*>(smem + kQgP8Off + kP8Bytes);
+  sm.max = reinterpret_cast<float*>(smem + kQgP8Off + (kPtPlanes > 1 ? 2 : 1) * kP8Bytes);  // after both P^T
+  static_assert(2 * kPtPlanes * kPtBytes <= 2 * kP8Bytes, "both warpgroups' P^T planes before the maxima");
   float* const q_inv = reinterpret_cast<float*>(smem + kQgStatsOff) + 3 * kR;  // QgmmaSmem::q_inv
   sm.q_inv = q_inv;
   sm.bars = bars;
@@ -275,6 +300,7 @@ __device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs&
   NarrowQgState ns;
   narrow_rows_init(ns.row_max, ns.row_sum, ns.o);
   const unsigned bits = mla::draft_bits(args, b, 0, kQLen);
+  math.begin(wg, lane);
 #pragma unroll 1
   for (int it = wg; it < sp.num_tiles; it += 2) {
     const int buf = it % kQgBuffers;
@@ -294,8 +320,9 @@ __device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs&
       fence_proxy_async();
       named_barrier_sync(kNarrowBarrier + wg, 128);
     }
-    narrow_qg_tile(ns, sm, nt, buf, parity, wg, rt, lane);
+    math.tile(ns, sm, nt, it, buf, parity, wg, rt, lane);
   }
+  math.end(ns);
   float* const stats = reinterpret_cast<float*>(smem + kQgP8Off + kP8Bytes);
   narrow_qg_rows(ns, st, reinterpret_cast<float*>(smem + kQgRawOff), stats, wg, rt, lane);
   __syncthreads();  // the rows are read: the epilogue may reuse shared memory

@@ -106,9 +106,9 @@ void validate_sparse(const MlaDecodeParams& p) {
                      p.topk, 16, "the topk entries of a list");
 }
 
-// The hopper backend's bf16 tiles (and the QGMMA schedule's fp8 ones) arrive by TMA:
-// boxes of 128 bytes (64 bf16 or 128 e4m3 values) x one page's rows
-// of the cache seen as [pages][page_size][576] (kernel: mla/hopper_loads.cuh). Page
+// The hopper backend's bf16 tiles (and the QGMMA schedule's fp8 and fp8ds ones) arrive by
+// TMA: boxes of 128 bytes (64 bf16 or 128 e4m3 values) x one page's rows of the cache seen
+// as [pages][page_size][576] (656 bytes for fp8ds; kernel: mla/hopper_loads.cuh). Page
 // ids come from the block table, so the page extent only bounds the copies: an id
 // past it reads zeros.
 XqajitTensorMap kv_tensor_map(const MlaDecodeParams& p, const Strides& s, Driver& driver) {
@@ -116,7 +116,7 @@ XqajitTensorMap kv_tensor_map(const MlaDecodeParams& p, const Strides& s, Driver
   r.base = p.kv_cache;
   r.rank = 3;
   r.element_bytes = dtype_bytes(p.kv);
-  r.dims[0] = kQkDim;
+  r.dims[0] = static_cast<std::uint64_t>(cache_row_elems(p.kv));  // 656 bytes an fp8ds row
   r.dims[1] = static_cast<std::uint64_t>(p.page_size);
   r.dims[2] = p.num_pages > 0 ? static_cast<std::uint64_t>(p.num_pages) : std::uint64_t{1} << 31;
   r.strides_bytes[0] = static_cast<std::uint64_t>(s.kv_t) * r.element_bytes;

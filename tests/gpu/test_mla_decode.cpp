@@ -45,9 +45,9 @@ constexpr double kFp8PTolerance = 0.06;
 // The fp8 tensor cores' cases (mla/hopper_qgmma.cuh): an fp8 Q's (P in e4m3) and a bf16 Q's
 // (Q and P split into two e4m3 planes, held to the bf16 tolerance).
 bool qgmma(const MlaCase& c) {
+  const int row_bytes = c.kv == DType::fp8 ? XQAJIT_MLA_QK_DIM : c.kv == DType::fp8ds ? XQAJIT_MLA_FP8DS_ROW_BYTES : 0;
   return c.backend == Backend::hopper &&
-         xqajit_mla_hopper_qgmma(c.heads, c.q_len, c.kv == DType::fp8 ? XQAJIT_MLA_QK_DIM : 0,
-                                 c.input == DType::fp8 ? 1 : 2, 0);
+         xqajit_mla_hopper_qgmma(c.heads, c.q_len, row_bytes, c.input == DType::fp8 ? 1 : 2, 0);
 }
 bool fp8_p(const MlaCase& c) { return qgmma(c) && c.input == DType::fp8; }
 
@@ -197,10 +197,10 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
       random_scales(narrow, rng());
       cases.push_back(narrow);
     }
-    // 16 rows over every fp8 cache (hopper: fp8ds builds the narrow schedule's A operands
-    // in registers from the raw rows, m31; a plain fp8 cache runs it on the fp8 tensor
-    // cores, each warpgroup on its own tiles, m43): ragged with an empty request, a split
-    // count of the launcher's choice, two (the cluster) and seven (a merge launch).
+    // 16 rows over every fp8 cache (hopper: the narrow schedule on the fp8 tensor cores, each
+    // warpgroup on its own tiles, m43; fp8ds with an S^T accumulator and a P^T plane a scale
+    // group, m51): ragged with an empty request, a split count of the launcher's choice, two
+    // (the cluster) and seven (a merge launch).
     for (int i = 1; i < 4 && device_has_fp8(); ++i) {
       MlaCase raw;
       raw.backend = b;
@@ -264,6 +264,25 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     q8.seq_lens = {5000, 90, 2047};
     q8.num_splits = 7;
     cases.push_back(q8);
+    // Dense fp8ds at 16 rows (m51) on random layouts and splits, and one long request along
+    // which the scale groups' largest scales move (O^T's group blocks follow them).
+    for (int i = 0; i < 6 && device_has_fp8(); ++i) {
+      MlaCase ds;
+      ds.backend = b;
+      ds.input = DType::bf16;
+      ds.kv = DType::fp8ds;
+      ds.heads = 16;
+      ds.page_size = pick({32, 64});
+      const int batch = pick({1, 3, 9, 33});
+      ds.seq_lens = i == 0 ? std::vector<int>{40000} : random_lens(batch, 16, 1, batch > 1);
+      ds.num_splits = i == 0 ? 0 : pick({0, 0, 1, 2, 7, 16});
+      ds.padded = rng()() % 2 == 0;
+      ds.scale_ptrs = rng()() % 2 == 0;
+      ds.shared_prefix_pages = rng()() % 3 == 0 ? 1 : 0;
+      ds.pages_unknown = rng()() % 4 == 0;
+      random_scales(ds, rng());
+      cases.push_back(ds);
+    }
     q8.heads = 128;
     q8.q_len = 1;
     q8.explicit_mask = false;

@@ -404,10 +404,14 @@ TEST_CASE("fp8 or bf16 Q over a plain fp8 cache runs on the fp8 tensor cores (ho
   static_assert(xqajit_mla_hopper_qgmma(128, 1, fp8_row, 2, 0) && xqajit_mla_hopper_qgmma(32, 1, fp8_row, 2, 0),
                 "bf16 Q over fp8: split into two e4m3 planes (m39)");
   static_assert(xqajit_mla_hopper_qgmma(16, 1, fp8_row, 2, 0), "bf16 Q, 16 rows: the narrow schedule on it (m42)");
-  static_assert(!xqajit_mla_hopper_narrow_fp8(16, 1, fp8_row, 0) &&
-                    xqajit_mla_hopper_narrow_fp8(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 0),
-                "the m31 register-built operands: fp8ds only");
-  static_assert(!xqajit_mla_hopper_qgmma(128, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0), "fp8ds: bf16 Q");
+  static_assert(xqajit_mla_hopper_qgmma(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0) &&
+                    !xqajit_mla_hopper_narrow_fp8(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 0),
+                "dense fp8ds, 16 rows: the narrow schedule on the fp8 tensor cores (m51), not m31's");
+  static_assert(!xqajit_mla_hopper_qgmma(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 1, 0), "fp8ds: bf16 Q");
+  static_assert(!xqajit_mla_hopper_qgmma(128, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0) &&
+                    !xqajit_mla_hopper_qgmma(16, 2, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0) &&
+                    !xqajit_mla_hopper_qgmma(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 1),
+                "fp8ds: 16 rows, dense");
   static_assert(!xqajit_mla_hopper_qgmma(128, 1, fp8_row, 1, 1), "sparse: the producer");
   // Its shared memory: Q, four raw tiles, three P, the row stats; a split Q's two planes, three
   // tiles and its row scales. Both within sm_90's opt-in limit.
@@ -430,9 +434,13 @@ TEST_CASE("fp8 or bf16 Q over a plain fp8 cache runs on the fp8 tensor cores (ho
                 "TMA: QGMMA and bf16 dense");
   static_assert(xqajit_mla_hopper_kv_map(128, 1, fp8_row, 2, 0), "TMA: bf16 Q over fp8 (the split Q)");
   static_assert(xqajit_mla_hopper_kv_map(16, 1, fp8_row, 2, 0), "TMA: 16 rows over fp8 (m42)");
-  static_assert(!xqajit_mla_hopper_kv_map(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0) &&
+  static_assert(xqajit_mla_hopper_kv_map(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0), "TMA: 16 rows over fp8ds (m51)");
+  static_assert(!xqajit_mla_hopper_kv_map(64, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0) &&
                     !xqajit_mla_hopper_kv_map(128, 1, fp8_row * 2, 2, 1),
-                "no map: fp8ds, sparse");
+                "no map: fp8ds past 16 rows, sparse");
+  constexpr XqajitMlaGeometry narrow_ds = xqajit_mla_hopper_geometry(16, 1, 64, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 90, 0);
+  static_assert(narrow_ds.smem_bytes == xqajit_mla_hopper_qgmma_smem(64, 2, 16) && narrow_ds.stages > 0,
+                "fp8ds at 16 rows: the narrow QGMMA map");
   MlaDecodeParams p = valid_params();
   p.input = p.kv = DType::fp8;
   p.num_heads = 128;
