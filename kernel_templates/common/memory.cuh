@@ -26,6 +26,9 @@ __device__ __forceinline__ F32x4 load_cg(const float* p) {
   return v;
 }
 // One byte to shared memory by its shared-window address (a byte-wise transposed store).
+__device__ __forceinline__ void st_shared_u32(u32 addr, u32 v) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v));
+}
 __device__ __forceinline__ void st_shared_u8(u32 addr, u32 v) {
   asm volatile("st.shared.u8 [%0], %1;" ::"r"(addr), "r"(v));
 }

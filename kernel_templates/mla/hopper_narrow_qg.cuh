@@ -112,24 +112,41 @@ __device__ __forceinline__ void narrow_qk_block(float (&acc)[kQgN / 2], u32 q_ad
 }
 
 // P x f -> e4m3 P[query row][key] at pt (store_p8's layout, 16 rows, keys in vt_key_pos's
-// order; a split Q's P as hi and lo): this thread's key rows 16 rt + lane / 4 (+ 8), f[h] the
-// factor of key row h (2^8; over fp8ds, times the key's group scale), query rows its slots'.
+// order; a split Q's P as hi and lo, bytes 0-63 and 64-127 of a row): f[h] is the factor of
+// the thread's key row 16 rt + lane / 4 + 8 h (2^8; over fp8ds, times the key's group scale).
+// By 4-byte words (m52): lanes L and L ^ 4 (key rows g and g + 1 of an even g = lane / 4, and
+// g + 8, g + 9) hold the four keys of one word of P^T's rows (positions 4 (g / 2) + 0..3 of
+// vt_key_pos's order). Each converts its two keys a query row, the two swap half of their
+// rows' pairs, and each stores two rows' words: the even lane query rows 2 (lane & 3) + {0, 1},
+// the odd lane those + 8.
 __device__ __forceinline__ void narrow_store_pt(const float (&p)[kNRegs], const float (&f)[2], u32 pt, int rt,
                                                 int lane) {
+  constexpr int kPlanes = kQgSplit ? 2 : 1;
+  const bool odd = (lane >> 2) & 1;
+  const int row0 = 2 * (lane & 3) + (odd ? 8 : 0);
+  const u32 in_chunk = 4 * ((lane >> 3) & 3);
+  const u32 at0 = pt + row0 * 128 + (((rt ^ (row0 & 7)) << 4) | in_chunk);
+  const u32 at1 = pt + (row0 + 1) * 128 + (((rt ^ ((row0 + 1) & 7)) << 4) | in_chunk);
+  u32 words[kPlanes][2];  // [hi, lo][slots 0-1, slots 2-3]: (key g, key g + 8) pairs, a slot a half
 #pragma unroll
-  for (int i = 0; i < kNRegs; i += 2) {  // query rows h, h + 1 of key row t
-    const int t = vt_key_pos(16 * rt + (lane >> 2) + 8 * ((i >> 1) & 1)), h = slot_col(acc_slot(i), lane);
-    const u32 at0 = pt + h * 128 + ((((t >> 4) ^ (h & 7)) << 4) | (t & 15));
-    const u32 at1 = pt + (h + 1) * 128 + ((((t >> 4) ^ ((h + 1) & 7)) << 4) | (t & 15));
-    if constexpr (kQgSplit) {
-      u16 hi, lo;
-      f32x2_to_e4m3x2_split(p[i] * f[(i >> 1) & 1], p[i + 1] * f[(i >> 1) & 1], hi, lo);
-      st_shared_u8(at0, hi & 0xff), st_shared_u8(at1, hi >> 8);
-      st_shared_u8(at0 ^ 64, lo & 0xff), st_shared_u8(at1 ^ 64, lo >> 8);
-    } else {
-      const u16 v = f32x2_to_e4m3x2(p[i] * f[(i >> 1) & 1], p[i + 1] * f[(i >> 1) & 1]);
-      st_shared_u8(at0, v & 0xff), st_shared_u8(at1, v >> 8);
+  for (int half = 0; half < 2; ++half) {
+    u16 w[kPlanes][2];
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const int i = 4 * half + s;  // registers i (key g) and i + 2 (key g + 8) of slot 2 half + s
+      if constexpr (kQgSplit) f32x2_to_e4m3x2_split(p[i] * f[0], p[i + 2] * f[1], w[0][s], w[1][s]);
+      else w[0][s] = f32x2_to_e4m3x2(p[i] * f[0], p[i + 2] * f[1]);
     }
+#pragma unroll
+    for (int plane = 0; plane < kPlanes; ++plane) words[plane][half] = w[plane][0] | ((u32)w[plane][1] << 16);
+  }
+#pragma unroll
+  for (int plane = 0; plane < kPlanes; ++plane) {
+    const u32 mine = odd ? words[plane][1] : words[plane][0];
+    const u32 theirs = __shfl_xor_sync(0xffffffffu, odd ? words[plane][0] : words[plane][1], 4);
+    const u32 even_keys = odd ? theirs : mine, odd_keys = odd ? mine : theirs;
+    st_shared_u32(at0 ^ (64u * plane), prmt(even_keys, odd_keys, 0x5140u));  // the lo plane: chunk ^ 4
+    st_shared_u32(at1 ^ (64u * plane), prmt(even_keys, odd_keys, 0x7362u));
   }
 }
 

@@ -61,12 +61,13 @@ __device__ __forceinline__ void narrow_qg_ds_tile(NarrowQgState& ns, float (&m)[
   // Under the products: the tile's largest scale a group (every warp over all 64 keys), the
   // running one, and this thread's key rows' scales (key 16 rt + lane / 4 + 8 h: lane
   // key & 31 holds it, in cur[key >> 5]).
-  float tmax[kDsGroups] = {fmaxf(cur[0].x, cur[1].x), fmaxf(cur[0].y, cur[1].y), fmaxf(cur[0].z, cur[1].z),
-                           fmaxf(cur[0].w, cur[1].w)};
+  // (|scale| as bits: a non-negative float orders as its bits, so one redux a group)
+  const float lane_max[kDsGroups] = {fmaxf(fabsf(cur[0].x), fabsf(cur[1].x)), fmaxf(fabsf(cur[0].y), fabsf(cur[1].y)),
+                                     fmaxf(fabsf(cur[0].z), fabsf(cur[1].z)), fmaxf(fabsf(cur[0].w), fabsf(cur[1].w))};
+  float tmax[kDsGroups];
 #pragma unroll
-  for (int x = 16; x >= 1; x >>= 1)
-#pragma unroll
-    for (int g = 0; g < kDsGroups; ++g) tmax[g] = fmaxf(tmax[g], __shfl_xor_sync(0xffffffffu, tmax[g], x));
+  for (int g = 0; g < kDsGroups; ++g)
+    tmax[g] = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(lane_max[g])));
   float ratio[kDsGroups], unit[kDsGroups];
 #pragma unroll
   for (int g = 0; g < kDsGroups; ++g) {
