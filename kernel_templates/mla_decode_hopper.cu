@@ -19,11 +19,10 @@
 // and made visible to wgmma by a proxy fence + barrier. A CTA of 16 real rows
 // (H=16 at q_len 1) runs the per-tile loop with the transposed products instead
 // (mla/hopper_narrow.cuh, m26: S^T = K Q^T and O^T += V^T P^T, m64n16), a
-// quarter of the padded tile's tensor work; over a dense fp8ds cache it builds both
-// products' A operands in registers from the raw rows (mla/hopper_narrow_fp8.cuh,
-// m31: fp16, no bf16 tile, up to 4 raw stages in flight), and over a plain fp8 cache
+// quarter of the padded tile's tensor work; over a plain fp8 or a dense fp8ds cache
 // it runs on the fp8 tensor cores, each warpgroup on its own tiles
-// (mla/hopper_narrow_qg.cuh, m43). Sparse specs that
+// (mla/hopper_narrow_qg.cuh, m43; fp8ds's scale groups: mla/hopper_narrow_qg_ds.cuh,
+// m51). Sparse specs that
 // xqajit_mla_hopper_producer names get a third warpgroup that gathers and converts
 // the rows into two bf16 buffers (mla/hopper_producer.cuh, m20), shared by the
 // two CTAs of an H=128 token's cluster (crossover, m21). A plain fp8 cache, CTAs of 32
@@ -34,8 +33,8 @@
 //
 // Geometry: mla/hopper_geometry.h; pieces: mla/hopper_loads.cuh (TMA and cp.async
 // loads), mla/hopper_producer.cuh (the producer warpgroup), mla/hopper_qgmma.cuh (the
-// fp8 tensor cores), mla/hopper_narrow.cuh (the 16-row math), mla/hopper_narrow_fp8.cuh
-// (its fp8ds operands), mla/hopper_narrow_qg.cuh (16 rows on the fp8 tensor cores),
+// fp8 tensor cores), mla/hopper_narrow.cuh (the 16-row math), mla/hopper_narrow_qg.cuh
+// (16 rows on the fp8 tensor cores) and mla/hopper_narrow_qg_ds.cuh (its fp8ds tiles),
 // mla/hopper_epilogue.cuh (stores, split merge); PTX:
 // common/wgmma.cuh, common/tma.cuh, common/cluster.cuh.
 
@@ -51,7 +50,6 @@
 #include "mla/hopper_loads.cuh"
 #include "mla/hopper_math.cuh"
 #include "mla/hopper_narrow.cuh"
-#include "mla/hopper_narrow_fp8.cuh"
 #include "mla/hopper_narrow_qg.cuh"
 #include "mla/hopper_narrow_qg_ds.cuh"
 #include "mla/hopper_producer.cuh"
@@ -203,8 +201,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     cp_async_commit();
     entry_ahead = loader.entry(next + 1, tid);
   };
-  if constexpr (kNarrowFp8) stage_q_narrow_fp8(args, smem + kQOff, b, logit_scale_log2, tid);
-  else stage_q(args, smem + kQOff, b, rb, tid);
+  stage_q(args, smem + kQOff, b, rb, tid);
   if constexpr (kTma || kProducer) {
     fence_proxy_async();  // Q's st.shared -> visible to wgmma; the barrier publishes the mbarrier init too
     math_sync();
@@ -262,15 +259,6 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
         }
       } else if constexpr (kProducer) {
         mbarrier_wait_parity(full_addr + (it & 1) * 8, (it >> 1) & 1);  // the producers filled the buffer
-      } else if constexpr (kNarrowFp8) {
-        // Tile it landed (this thread's copies; kStages - 2 tiles stay in flight), then every
-        // thread's, and every thread is done with tile it - 1: its stage takes tile it +
-        // kStages - 1 now, and no barrier ends a tile (the exchange and P^T are reused only
-        // after this one).
-        cp_async_wait<kStages - 2>();
-        fence_proxy_async();  // (Q's st.shared -> visible to wgmma, before the first tile)
-        __syncthreads();
-        issue_ahead(it);
       } else {
         if constexpr (kStages >= 2) issue_ahead(it);  // (the barrier ending tile it - 1 freed its stage)
         cp_async_wait<kStages - 1>();  // tile it landed (this thread's copies)
@@ -289,10 +277,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
       if constexpr (kNarrow) {
         const NarrowTile nt{keys.begin + it * kTile, keys.end, keys.draft_begin, narrow_bits,
                             logit_scale_log2, s_key_ok + (it & 1) * kTile};
-        if constexpr (kNarrowFp8)
-          narrow_tile(ns, NarrowFp8Operands{smem + kRawOff + (unsigned)it % kStages * kRawStageBytes}, q_addr, xchg,
-                      nt, wg, rt, lane);
-        else narrow_tile(ns, NarrowBf16Operands{tile_addr}, q_addr, xchg, nt, wg, rt, lane);
+        narrow_tile(ns, NarrowBf16Operands{tile_addr}, q_addr, xchg, nt, wg, rt, lane);
       } else {
         float s[kHalfKeys / 8][4];
         qk_wgmma(s, q_addr, tile_addr, wg);
@@ -309,14 +294,13 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
           mbarrier_arrive(empty);
           if constexpr (kRowCluster > 1) mbarrier_arrive_remote(peer_smem_addr(empty, cluster_cta_rank() ^ 1u));
         }
-      } else if constexpr (!kNarrowFp8) {
+      } else {
         __syncthreads();  // every warpgroup is done with this stage, the bf16 tile and the exchange
       }
     }
     if constexpr (!kTma && !kProducer) cp_async_wait<0>();
     if constexpr (kProducer) math_sync();  // the other warpgroup has read this one's last P
-    if constexpr (kNarrowFp8) narrow_rows<NarrowFp8Operands>(ns, st, reinterpret_cast<float*>(smem + kRawOff), xchg, wg, rt, lane);
-    else if constexpr (kNarrow) narrow_rows<NarrowBf16Operands>(ns, st, reinterpret_cast<float*>(smem + kRawOff), xchg, wg, rt, lane);
+    if constexpr (kNarrow) narrow_rows<NarrowBf16Operands>(ns, st, reinterpret_cast<float*>(smem + kRawOff), xchg, wg, rt, lane);
     else add_other_sums(st, reinterpret_cast<float*>(xchg.p), wg, tid & 127);  // the P buffer is free after the last tile
   }
 

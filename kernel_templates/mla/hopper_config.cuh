@@ -20,11 +20,7 @@ constexpr int kR = kGeo.rows_per_cta;  // 64: one wgmma M tile
 constexpr int kThreads = kXqajitMlaHopperThreads;  // the two math warpgroups
 constexpr int kBlockThreads = kGeo.threads;        // and the producer's, where there is one
 constexpr int kStages = kGeo.stages;
-// Dense fp8ds at 16 rows: the narrow schedule's A operands from the raw rows (m31,
-// mla/hopper_narrow_fp8.cuh): no bf16 tile, up to 4 raw stages of kRawStride-byte rows.
-constexpr bool kNarrowFp8 = xqajit_mla_hopper_narrow_fp8(kHeads, kQLen, kRawRowBytes, MLA_SPARSE);
-constexpr int kRawStride = xqajit_mla_hopper_raw_stride(kRawRowBytes, kNarrowFp8);
-constexpr int kRawStageBytes = kTile * kRawStride;
+constexpr int kRawStageBytes = kTile * kRawRowBytes;
 constexpr int kWgDims = kV / 2;        // output dims of one warpgroup (the wgmma N of P V)
 // bf16 tiles of a block table's pages by TMA; gathered rows (sparse) by a producer
 // warpgroup where xqajit_mla_hopper_producer says so (mla/hopper_producer.cuh), else, and
@@ -77,7 +73,7 @@ constexpr int kQgEnd = kQgStatsOff + xqajit_mla_hopper_qgmma_row_stats(kFp8Q ? 1
 // One pipeline stage: a raw tile as it lands, or (producer) a bf16 tile buffer.
 constexpr int kBufBytes = kProducer ? kTile16Bytes : kRawStageBytes;
 constexpr int kTile16Off = kRawOff + kStages * kBufBytes;  // fp8 cache, cp.async path only
-constexpr int kXchgOff = kTile16Off + (kFp8Cache && !kProducer && !kNarrowFp8 ? kTile16Bytes : 0);  // the warpgroups' exchange
+constexpr int kXchgOff = kTile16Off + (kFp8Cache && !kProducer ? kTile16Bytes : 0);  // the warpgroups' exchange
 constexpr int kP0Off = kTile16Off;                                      // bf16: the seesaw's P0 and row stats
 constexpr int kStatsOff = kP0Off + kR * kTile * 2;
 constexpr int kTileSmemEnd =
@@ -107,7 +103,7 @@ static_assert(kPageSize == 16 || kPageSize == 32 || kPageSize == 64 || kPageSize
               "TOKENS_PER_PAGE: 16, 32, 64 or 128");
 static_assert(!kQgmma || kNarrowQg || (kStages == 2 && !kProducer),
               "a QGMMA spec's short splits: the per-tile schedule's two raw stages");
-static_assert(kStages == 2 || (kStages == 1 && !kTma) || (kNarrowFp8 && kStages <= kXqajitMlaHopperMaxStages),
+static_assert(kStages == 2 || (kStages == 1 && !kTma),
               "this spec does not fit the hopper backend (sm_90, kv_tile 64)");
 static_assert(kSmemEnd + 1024 == kGeo.smem_bytes, "the shared-memory map disagrees with mla/hopper_geometry.h");
 static_assert(kThreads == 256 && kR == 64, "two math warpgroups on one 64-row tile");

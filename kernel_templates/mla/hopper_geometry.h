@@ -103,34 +103,16 @@ constexpr int xqajit_mla_hopper_seesaw_bytes(int kv_tile) {
   return kXqajitMlaHopperRows * kv_tile * 2 + 3 * kXqajitMlaHopperRows * 4;
 }
 
-// A dense fp8ds CTA of 16 real rows (H=16 at q_len 1; a plain fp8 cache's run on the fp8
-// tensor cores, m42) runs the narrow schedule with its A operands (K, V^T) built in
-// registers from the raw rows (m31, mla/hopper_narrow_fp8.cuh):
-// no bf16 tile, so as many raw stages as fit (up to 4), and fp8ds rows at a 704-byte
-// stride in shared memory (656 puts a fragment read's rows on the same banks). Sparse
-// specs keep their producer: gathered by the math threads into raw stages instead (m32),
-// sparse fp8ds H=16 B=64 ran 61.7 -> 68.9 us (session 27 run 1).
-constexpr int kXqajitMlaHopperMaxStages = 4;
-constexpr bool xqajit_mla_hopper_narrow_fp8(int heads, int q_len, int row_bytes, int sparse) {
-  return heads * q_len == 16 && row_bytes == XQAJIT_MLA_FP8DS_ROW_BYTES && !sparse &&
-         !xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, 2, sparse);
-}
-constexpr int xqajit_mla_hopper_raw_stride(int row_bytes, bool narrow_fp8) {
-  return narrow_fp8 && row_bytes == XQAJIT_MLA_FP8DS_ROW_BYTES ? 704 : row_bytes;
-}
-
 // `row_bytes`: one cached row as it lands (xqajit_mla_row_bytes): 1152 (bf16), 576
-// (fp8) or 656 (fp8 with scales); any but bf16 is converted into a bf16 tile, except
-// on the narrow fp8 path.
-constexpr int xqajit_mla_hopper_smem(int kv_tile, int row_bytes, int sparse, int stages, int producer,
-                                     bool narrow_fp8 = false) {
+// (fp8) or 656 (fp8 with scales); any but bf16 is converted into a bf16 tile on this map
+// (the QGMMA map reads fp8 and fp8ds rows as they land).
+constexpr int xqajit_mla_hopper_smem(int kv_tile, int row_bytes, int sparse, int stages, int producer) {
   const bool bf16_rows = row_bytes == XQAJIT_MLA_QK_DIM * 2;
   if (producer)
     return 1024 + kXqajitMlaHopperRows * XQAJIT_MLA_QK_DIM * 2 + 2 * kv_tile * XQAJIT_MLA_QK_DIM * 2 +
            xqajit_mla_hopper_exchange_bytes(kv_tile);
   return 1024 + kXqajitMlaHopperRows * XQAJIT_MLA_QK_DIM * 2 +
-         stages * kv_tile * xqajit_mla_hopper_raw_stride(row_bytes, narrow_fp8) +
-         (bf16_rows || narrow_fp8 ? 0 : kv_tile * XQAJIT_MLA_QK_DIM * 2) +
+         stages * kv_tile * row_bytes + (bf16_rows ? 0 : kv_tile * XQAJIT_MLA_QK_DIM * 2) +
          (xqajit_mla_hopper_tma(bf16_rows ? 2 : 1, sparse) ? xqajit_mla_hopper_seesaw_bytes(kv_tile)
                                                            : xqajit_mla_hopper_exchange_bytes(kv_tile));
 }
@@ -143,8 +125,7 @@ constexpr bool xqajit_mla_hopper_sparse_fits(int heads, int q_len) {
 
 // g.stages: raw tile stages, 2 (tile i + 1 in flight under tile i), or 1 where two do not
 // fit beside Q and the bf16 tile (the dense fp8ds cache's 656-byte rows: the next tile's
-// copies then start once this tile is converted, still under its math), or up to 4 on the
-// narrow fp8 path (no bf16 tile: tiles i + 1.. i + 3 in flight under tile i); 0 where the spec
+// copies then start once this tile is converted, still under its math); 0 where the spec
 // does not fit the backend (sparse: xqajit_mla_hopper_sparse_fits). Warp-specialized specs
 // (g.threads 384) have two bf16 tile buffers, no raw stage.
 constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int kv_tile, int row_bytes,
@@ -158,14 +139,9 @@ constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int
   // Only kv_tile 64 is built (S is m64n64); sm_90 only (wgmma).
   const bool builds = kv_tile == 64 && arch == 90 && (!sparse || xqajit_mla_hopper_sparse_fits(heads, q_len));
   const int budget = xqajit_mla_smem_budget(arch);
-  const bool narrow_fp8 = xqajit_mla_hopper_narrow_fp8(heads, q_len, row_bytes, sparse);
   // The producer's two buffers are bf16 tiles: the tile i + 1 in flight under tile i.
-  int stages = producer || xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, 2, 0) <= budget ? 2 : 1;
-  if (narrow_fp8)
-    while (stages < kXqajitMlaHopperMaxStages &&
-           xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages + 1, 0, true) <= budget)
-      ++stages;
-  g.smem_bytes = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages, producer, narrow_fp8);
+  const int stages = producer || xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, 2, 0) <= budget ? 2 : 1;
+  g.smem_bytes = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages, producer);
   if (xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, q_bytes, sparse) &&
       xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes, g.rows) > g.smem_bytes)
     g.smem_bytes = xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes, g.rows);  // either schedule's map fits

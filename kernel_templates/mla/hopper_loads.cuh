@@ -20,16 +20,9 @@
 namespace xqajit {
 namespace mla_hopper {
 
-// Byte offset of 16-byte chunk `chunk` of raw fp8 row `tok` in a stage: unswizzled rows for
-// the bf16 conversion pass; on the narrow fp8 path rows of kRawStride bytes whose 32 latent
-// chunks are swizzled for the V^T fragment reads (common/fp8.cuh).
-__device__ __forceinline__ u32 raw_offset(int tok, int chunk) {
-  if constexpr (kNarrowFp8) {
-    constexpr int kLatentChunks = kV / 16;
-    if (chunk < kLatentChunks) chunk ^= fp8_vt_chunk_swizzle<kLatentChunks>(tok);
-  }
-  return (u32)(tok * kRawStride + chunk * 16);
-}
+// Byte offset of 16-byte chunk `chunk` of raw fp8 row `tok` in a stage: unswizzled rows, for
+// the bf16 conversion pass.
+__device__ __forceinline__ u32 raw_offset(int tok, int chunk) { return (u32)(tok * kRawRowBytes + chunk * 16); }
 
 struct TileLoader {
   const unsigned char* kv_base;

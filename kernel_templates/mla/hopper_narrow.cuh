@@ -18,8 +18,8 @@
 // runs unchanged. Loads, buffers and the shared-memory map are the per-tile
 // schedule's; P^T lives in Q's zero padding rows 16..31 of its first column block.
 // Where the A operands come from is the `Operands` policy: NarrowBf16Operands reads
-// the bf16 tile by descriptors; a dense fp8 cache builds them in registers from the
-// raw rows (NarrowFp8Operands, mla/hopper_narrow_fp8.cuh, m31).
+// the bf16 tile by descriptors (m31's fp8ds operands built in registers were the other,
+// until m51 moved 16-row fp8ds onto the fp8 tensor cores, mla/hopper_narrow_qg_ds.cuh).
 //
 // Accumulator map of an m64n16 tile, its query rows as columns and a thread's 4
 // "slots": common/transposed_rows.cuh (GQA's, shared).
@@ -49,7 +49,6 @@ static_assert(2 * 128 * kNRegs * 4 <= kR * kTile * 2, "both warpgroups' partial 
 struct NarrowState {
   float row_max[kNSlots], row_sum[kNSlots];  // per slot; row_sum over this thread's key rows
   float o[kNBlocks][kNRegs];                 // O^T, dims Operands::out_dim
-  int o_exp;  // fp8ds (NarrowFp8Operands): O^T is held in units of 2^o_exp
 };
 
 // Rows that have seen no key: max -inf, sums and O^T zero (NarrowState's, NarrowQgState's).
@@ -65,7 +64,6 @@ __device__ __forceinline__ void narrow_rows_init(float (&row_max)[kNSlots], floa
 }
 
 __device__ __forceinline__ void narrow_init(NarrowState& ns) {
-  ns.o_exp = 0;
   narrow_rows_init(ns.row_max, ns.row_sum, ns.o);
 }
 
@@ -176,7 +174,6 @@ __device__ __forceinline__ void narrow_tile(NarrowState& ns, const Operands& ops
   const int tid_wg = rt * 32 + lane;
 
   // S^T over this warpgroup's half of the 576 dims; the halves cross through Exchange::p.
-  // (An fp8 tile's V^T fragments are built under its S^T wgmmas.)
   float s[kNRegs];
   typename Operands::VFrags v;
   ops.qk(s, v, q_addr, wg, rt, lane);

@@ -12,9 +12,9 @@
 // Each warpgroup runs its own tiles (m43): warpgroup w takes tiles w, w + 2, .., with its own
 // online softmax over them, so the two chains of a tile (S^T, softmax, P^T, O^T) overlap each
 // other instead of meeting at two CTA barriers a tile; the two partial results merge once, at
-// the end (narrow_qg_rows). The m31 path this replaces for plain fp8 (mla/hopper_narrow_fp8.cuh,
-// still fp8ds's) converted every K and V byte to fp16 on Hopper's conversion unit, which runs
-// at a fraction of the ALU rate.
+// the end (narrow_qg_rows). The m31 path this replaced (for plain fp8 here; for fp8ds by m51,
+// mla/hopper_narrow_qg_ds.cuh) converted every K and V byte to fp16 on Hopper's conversion
+// unit, which runs at a fraction of the ALU rate.
 // Tiles: four buffers, tile t in buffer t % 4 (parity (t / 4) & 1 on its five column-block
 // barriers), so warpgroup w's are buffers w and w + 2; its first thread refills the buffer of
 // its previous tile with tile t + 2 as tile t starts (the warpgroup is past that tile's P^T

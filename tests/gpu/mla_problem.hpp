@@ -74,7 +74,7 @@ struct MlaCase {
 };
 
 /// How the kernel a case runs dequantises an fp8ds cache (the reference models it): the
-/// hopper backend's dense 16-row CTAs (H=16 at q_len 1, mla/hopper_narrow_fp8.cuh) keep the
+/// hopper backend's dense 16-row CTAs (H=16 at q_len 1, mla/hopper_narrow_qg_ds.cuh) keep the
 /// e4m3 values exact and multiply the scales in fp32; every other path rounds value x scale
 /// to bf16.
 inline Fp8dsValues fp8ds_values(Backend backend, int heads, int q_len, bool sparse) {
