@@ -25,12 +25,9 @@ __device__ __forceinline__ F32x4 load_cg(const float* p) {
                : "l"(p));
   return v;
 }
-// One byte to shared memory by its shared-window address (a byte-wise transposed store).
+// One 32-bit word to shared memory by its shared-window address (the narrow QG path's P^T words).
 __device__ __forceinline__ void st_shared_u32(u32 addr, u32 v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v));
-}
-__device__ __forceinline__ void st_shared_u8(u32 addr, u32 v) {
-  asm volatile("st.shared.u8 [%0], %1;" ::"r"(addr), "r"(v));
 }
 
 __device__ __forceinline__ float load_cg1(const float* p) {
