@@ -23,8 +23,8 @@ namespace xqajit {
 namespace mla_hopper {
 
 constexpr int kDsGroups = kV / XQAJIT_MLA_FP8DS_GROUP;  // scale groups, one latent column block each
-static_assert(!MLA_FP8DS || !kNarrowQg || (kQgSplit && kDsGroups == kRope8Block),
-              "fp8ds: a bf16 Q, a latent group a column block");
+static_assert(!MLA_FP8DS || !kNarrowQg || (kQgSplit && kDsGroups == kRope8Block && kDsGroups == kPtPlanes),
+              "fp8ds: a bf16 Q, a latent group a column block and a P^T plane");
 
 // This warpgroup's tile `buf`: S^T, softmax, P^T a group, O^T (cur: its keys' scales as
 // NarrowQgDs::load left them; m: the groups' running largest scales, updated).
@@ -122,7 +122,7 @@ __device__ __forceinline__ void narrow_qg_ds_tile(NarrowQgState& ns, float (&m)[
     p[i] = fast_exp2(s[i] - base[acc_slot(i)]);
     tsum[acc_slot(i)] += p[i];
   }
-  const u32 pt = sm.pt0 + wg * kDsGroups * kPtBytes;
+  const u32 pt = sm.pt0 + wg * kPtPlanes * kPtBytes;  // this warpgroup's planes (narrow_qg_cta's map)
 #pragma unroll
   for (int g = 0; g < kDsGroups; ++g) {
     const float f[2] = {own[0][g] * unit[g], own[1][g] * unit[g]};

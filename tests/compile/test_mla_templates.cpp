@@ -54,7 +54,8 @@ TEST_CASE("every hopper MLA schedule compiles", "[compiler][nvrtc][mla]") {
       mla("bf16", "fp8", 16, 2, "hopper"),
       mla("fp8", "fp8", 16, 1, "hopper"),
       mla("bf16", "fp8", 16, 1, "hopper", {{"page_size", "32"}}),
-      // fp8ds: the conversion pass (one raw stage) and the narrow schedule's register operands.
+      // fp8ds: the conversion pass (one raw stage) and, at 16 rows, the narrow schedule on the fp8
+      // tensor cores (a scale group's own S^T and P^T, m51).
       mla("bf16", "fp8ds", 128, 1, "hopper"),
       mla("bf16", "fp8ds", 16, 1, "hopper"),
       // Sparse: the math threads' gather (bf16), the producer warpgroup, the H=128 crossover.

@@ -45,7 +45,7 @@ constexpr double kFp8PTolerance = 0.06;
 // The fp8 tensor cores' cases (mla/hopper_qgmma.cuh): an fp8 Q's (P in e4m3) and a bf16 Q's
 // (Q and P split into two e4m3 planes, held to the bf16 tolerance).
 bool qgmma(const MlaCase& c) {
-  const int row_bytes = c.kv == DType::fp8 ? XQAJIT_MLA_QK_DIM : c.kv == DType::fp8ds ? XQAJIT_MLA_FP8DS_ROW_BYTES : 0;
+  const int row_bytes = xqajit_mla_row_bytes(dtype_bytes(c.kv), c.kv == DType::fp8ds ? 1 : 0);
   return c.backend == Backend::hopper &&
          xqajit_mla_hopper_qgmma(c.heads, c.q_len, row_bytes, c.input == DType::fp8 ? 1 : 2, 0);
 }
