@@ -83,7 +83,8 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   const u32 full_addr = smem_addr(&s_full[0]);
   if ((kTma || kQgmma) && tid == 0) {
 #pragma unroll
-    for (int i = 0; i < (kQgmma ? kQgBuffers * kQ8Blocks : 2 * kColBlocks); ++i) mbarrier_init(full_addr + 8 * i, 1);
+    for (int i = 0; i < (kQgmma ? kQgBuffers * kQ8Blocks : 2 * kColBlocks); ++i)
+      mbarrier_init(full_addr + 8 * i, kQgGather ? 128 : 1);  // a gather: a warpgroup's copies
     fence_mbarrier_init();
   }
   if constexpr (kProducer) {
@@ -121,9 +122,15 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     const SeesawSplit sp{keys.num_tiles, keys.begin, keys.end, keys.draft_begin, logit_scale_log2};
     if constexpr (kNarrowQg) {
       if constexpr (MLA_FP8DS) {
-        const NarrowQgDs ds{static_cast<const unsigned char*>(args.kv_cache), table_row, args.kv_stride_page,
-                            args.kv_stride_token, keys.begin, keys.end};
-        narrow_qg_cta(st, args, tma, smem, full_addr, sp, ds, b, tid);
+        const auto* const cache = static_cast<const unsigned char*>(args.kv_cache);
+        if constexpr (kQgGather) {
+          const DsGatheredRows rows{cache, keys.list, args.kv_stride_page, args.kv_stride_token, keys.begin, keys.end,
+                                    keys.num_tiles};
+          narrow_qg_cta(st, args, tma, smem, full_addr, sp, NarrowQgDs<DsGatheredRows>{rows}, b, tid);
+        } else {
+          const DsPagedRows rows{cache, table_row, args.kv_stride_page, args.kv_stride_token, keys.begin, keys.end};
+          narrow_qg_cta(st, args, tma, smem, full_addr, sp, NarrowQgDs<DsPagedRows>{rows}, b, tid);
+        }
       } else {
         narrow_qg_cta(st, args, tma, smem, full_addr, sp, NarrowQgPlain{}, b, tid);
       }

@@ -53,6 +53,11 @@ __device__ __forceinline__ void cp_async_16(u32 dst, const void* src, bool valid
                "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+// One arrival on the mbarrier at `bar` once this thread's cp.asyncs so far have landed (.noinc:
+// the barrier's count includes it, as TMA's expect_tx would its bytes).
+__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(u32 bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending));

@@ -66,6 +66,9 @@ constexpr int kQ8PlaneBytes = kQ8Blocks * kR * 128;
 // 16 rows on the QGMMA map: the narrow schedule (m42, mla/hopper_narrow_qg.cuh), a split Q's
 // lo plane in rows 16-31 of the one plane (the B operand of S^T is then both planes, N = 32).
 constexpr bool kNarrowQg = kQgmma && kRows == 16;
+// Sparse on that map (fp8ds, m53): each warpgroup gathers its own tiles' rows by cp.async into
+// the boxes TMA would fill, every thread arriving on the boxes' barriers as its copies land.
+constexpr bool kQgGather = kNarrowQg && MLA_SPARSE;
 constexpr int kQgRawOff = kQgPlanes * kQ8PlaneBytes;
 constexpr int kQgP8Off = kQgRawOff + kQgBuffers * kK8Bytes;  // P_a (own), P_a (rescaled), P_b
 constexpr int kQgStatsOff = kQgP8Off + 3 * kP8Bytes;        // row max, scale0, scale1 (, 2^-e of Q's rows)

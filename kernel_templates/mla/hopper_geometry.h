@@ -54,10 +54,12 @@ constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache
 // A dense fp8ds cache (DeepSeek-V3.2's 656-byte rows) at 16 rows runs the same narrow schedule
 // (m51, mla/hopper_narrow_qg_ds.cuh): its four 128-value latent groups land as the plain
 // row's four latent boxes, its bf16 rope as the fifth (bytes 528-655), and each group's scale
-// weighs that group's S^T and P^T (a bf16 Q: fp8ds takes no fp8 Q).
+// weighs that group's S^T and P^T (a bf16 Q: fp8ds takes no fp8 Q). Sparse fp8ds at 16 rows
+// (H=16, DeepSeek-V3.2 sharded over 8 GPUs) runs it too, its rows gathered by cp.async into
+// the same boxes (m53: no tensor map, every slot its own row).
 constexpr int kXqajitMlaHopperQ8Blocks = 5;
 constexpr bool xqajit_mla_hopper_qgmma(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
-  if (row_bytes == XQAJIT_MLA_FP8DS_ROW_BYTES) return q_bytes == 2 && !sparse && heads * q_len == 16;
+  if (row_bytes == XQAJIT_MLA_FP8DS_ROW_BYTES) return q_bytes == 2 && heads * q_len == 16;
   return (q_bytes == 1 || q_bytes == 2) && row_bytes == XQAJIT_MLA_QK_DIM && !sparse && heads * q_len >= 16;
 }
 constexpr int xqajit_mla_hopper_qgmma_planes(int q_bytes, int rows) { return rows == 16 ? 1 : q_bytes; }
@@ -71,10 +73,11 @@ constexpr int xqajit_mla_hopper_qgmma_smem(int kv_tile, int q_bytes, int rows) {
               xqajit_mla_hopper_qgmma_buffers(q_bytes, rows) * kv_tile) +
          3 * kXqajitMlaHopperRows * 128 + xqajit_mla_hopper_qgmma_row_stats(q_bytes) * kXqajitMlaHopperRows * 4;
 }
-// Whether the host encodes the cache's tensor map (boxes of 128 bytes x a page's rows).
+// Whether the host encodes the cache's tensor map (boxes of 128 bytes x a page's rows; gathered
+// rows take none).
 constexpr bool xqajit_mla_hopper_kv_map(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
-  return xqajit_mla_hopper_tma(row_bytes == XQAJIT_MLA_QK_DIM * 2 ? 2 : 1, sparse) ||
-         xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, q_bytes, sparse);
+  return !sparse && (xqajit_mla_hopper_tma(row_bytes == XQAJIT_MLA_QK_DIM * 2 ? 2 : 1, sparse) ||
+                     xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, q_bytes, sparse));
 }
 
 // Sparse rows of an fp8 cache, and sparse specs whose token has two 64-head blocks (H=128),
@@ -82,13 +85,15 @@ constexpr bool xqajit_mla_hopper_kv_map(int heads, int q_len, int row_bytes, int
 // converts rows into two bf16 tile buffers while the two math warpgroups run the per-tile
 // schedule on the other. The two row blocks of an H=128 token are launched as one cluster
 // (grid.y) and share the gather ("crossover", as FlashMLA's sparse decode does): each CTA's
-// producer fills half of every tile's keys into both CTAs' buffers (DSMEM).
+// producer fills half of every tile's keys into both CTAs' buffers (DSMEM). (Not the sparse
+// specs the QGMMA map takes: their math warpgroups gather their own fp8 rows, m53.)
 constexpr int kXqajitMlaHopperProducerThreads = 128;
 constexpr int xqajit_mla_hopper_row_cluster(int heads, int sparse) {
   return sparse && heads >= 2 * kXqajitMlaHopperRows ? 2 : 1;
 }
-constexpr bool xqajit_mla_hopper_producer(int row_bytes, int sparse, int heads) {
-  return sparse && (row_bytes != XQAJIT_MLA_QK_DIM * 2 || xqajit_mla_hopper_row_cluster(heads, sparse) > 1);
+constexpr bool xqajit_mla_hopper_producer(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
+  return sparse && !xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, q_bytes, sparse) &&
+         (row_bytes != XQAJIT_MLA_QK_DIM * 2 || xqajit_mla_hopper_row_cluster(heads, sparse) > 1);
 }
 
 // Bytes the two warpgroups exchange per tile: row maxima, then P halves.
@@ -130,7 +135,7 @@ constexpr bool xqajit_mla_hopper_sparse_fits(int heads, int q_len) {
 // (g.threads 384) have two bf16 tile buffers, no raw stage.
 constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int kv_tile, int row_bytes,
                                                        int q_bytes, int arch, int sparse) {
-  const int producer = xqajit_mla_hopper_producer(row_bytes, sparse, heads) ? 1 : 0;
+  const int producer = xqajit_mla_hopper_producer(heads, q_len, row_bytes, q_bytes, sparse) ? 1 : 0;
   XqajitMlaGeometry g{};
   g.rows = heads * q_len;
   g.threads = kXqajitMlaHopperThreads + (producer ? kXqajitMlaHopperProducerThreads : 0);

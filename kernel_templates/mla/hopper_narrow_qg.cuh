@@ -221,7 +221,7 @@ __device__ __forceinline__ void narrow_qg_tile(NarrowQgState& ns, const NarrowQg
 
 // A plain fp8 cache's tile math in narrow_qg_cta's loop (mla/hopper_narrow_qg_ds.cuh: fp8ds's).
 struct NarrowQgPlain {
-  __device__ __forceinline__ void begin(int, int) {}
+  __device__ __forceinline__ void begin(const QgBuffers&, int, int, int) {}
   __device__ __forceinline__ void tile(NarrowQgState& ns, const NarrowQgSmem& sm, const NarrowTile& t, int, int buf,
                                        u32 parity, int wg, int rt, int lane) {
     narrow_qg_tile(ns, sm, t, buf, parity, wg, rt, lane);
@@ -305,10 +305,14 @@ __device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs&
   float* const q_inv = reinterpret_cast<float*>(smem + kQgStatsOff) + 3 * kR;  // QgmmaSmem::q_inv
   sm.q_inv = q_inv;
   sm.bars = bars;
-  if (tid == 0) sm.issue_first(tma, sp.num_tiles);
-  const bool issuer = (tid & 127) == 0;  // this warpgroup's refills
+  if (!kQgGather && tid == 0) sm.issue_first(tma, sp.num_tiles);
+  const bool issuer = !kQgGather && (tid & 127) == 0;  // this warpgroup's refills (a gather's: math's)
   int ids[TmaTileLoader::kPagesPerTile];
   if (issuer) tma.pages(wg + kQgBuffers, ids);
+  if constexpr (kQgGather) {  // the first copies under Q's staging, once the barriers' init is seen
+    __syncthreads();
+    math.begin(sm, wg, rt, lane);
+  }
   if constexpr (kQgSplit) stage_q_split_narrow(args, smem + kQOff, q_inv, b, tid);
   else stage_q8(args, smem + kQOff, b, 0, tid);
   fence_proxy_async();  // Q's st.shared -> visible to wgmma
@@ -317,7 +321,7 @@ __device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs&
   NarrowQgState ns;
   narrow_rows_init(ns.row_max, ns.row_sum, ns.o);
   const unsigned bits = mla::draft_bits(args, b, 0, kQLen);
-  math.begin(wg, lane);
+  if constexpr (!kQgGather) math.begin(sm, wg, rt, lane);
 #pragma unroll 1
   for (int it = wg; it < sp.num_tiles; it += 2) {
     const int buf = it % kQgBuffers;
@@ -330,7 +334,7 @@ __device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs&
     const NarrowTile nt{sp.split_begin + it * kTile, sp.split_end, sp.draft_begin, bits, sp.logit_scale_log2,
                         nullptr};
     const int valid = sp.split_end - nt.tile_start;
-    if (valid < kTile) {  // the split's last tile: the keys past it -> zeros in V (P = 0 times NaN)
+    if (!kQgGather && valid < kTile) {  // the split's last tile: the keys past it -> zeros in V (P = 0 times NaN)
 #pragma unroll 1
       for (int cb = 0; cb < 2 * kVtBlocks; ++cb) mbarrier_wait_parity(sm.bar(buf) + 8 * cb, parity);
       zero_cols_tail<0, 2 * kVtBlocks>(sm.ptr(sm.buf(buf)), valid, tid & 127);

@@ -15,6 +15,11 @@
 //           onto a new m_g with the softmax's correction, and times m_g at the end.
 // Everything else (the split of Q into planes, the mask, the row max, the merge of the two
 // warpgroups, the epilogue) is the plain path's.
+// Sparse (m53, kQgGather): a slot per key instead of a page, so no tensor map: each warpgroup
+// gathers its next tile's rows itself by cp.async into the same five boxes (swizzled by hand as
+// TMA would), each thread arriving on a box's barrier once its copies of it land; a skipped
+// slot (-1, out of range, past the list) is zero-filled, never read, and masked by the flags
+// the scale lanes ballot.
 
 #include "common/wgmma.cuh"
 #include "mla/hopper_narrow_qg.cuh"
@@ -27,10 +32,12 @@ static_assert(!MLA_FP8DS || !kNarrowQg || (kQgSplit && kDsGroups == kRope8Block 
               "fp8ds: a bf16 Q, a latent group a column block and a P^T plane");
 
 // This warpgroup's tile `buf`: S^T, softmax, P^T a group, O^T (cur: its keys' scales as
-// NarrowQgDs::load left them; m: the groups' running largest scales, updated).
+// NarrowQgDs::load left them; ok: sparse, which of warp rt's keys have a row (bit key % 32);
+// m: the groups' running largest scales, updated; under(): issued under the S^T products).
+template <class Under>
 __device__ __forceinline__ void narrow_qg_ds_tile(NarrowQgState& ns, float (&m)[kDsGroups], const float4 (&cur)[2],
-                                                  const NarrowQgSmem& sm, const NarrowTile& t, int buf, u32 parity,
-                                                  int wg, int rt, int lane) {
+                                                  unsigned ok, const NarrowQgSmem& sm, const NarrowTile& t,
+                                                  int buf, u32 parity, int wg, int rt, int lane, Under&& under) {
   const float kInf = __int_as_float(0x7f800000);
   const u32 k_addr = sm.buf(buf), bars = sm.bar(buf);
 
@@ -41,6 +48,7 @@ __device__ __forceinline__ void narrow_qg_ds_tile(NarrowQgState& ns, float (&m)[
 #pragma unroll
   for (int g = 0; g < kDsGroups; ++g) {
     mbarrier_wait_parity(bars + 8 * g, parity);
+    if constexpr (kQgGather) fence_proxy_async();  // the cp.async rows -> visible to wgmma
     const u64 da = wgmma_desc_sw128(k_addr + g * kTile * 128, 16, 1024);
     const u64 db = wgmma_desc_sw128(sm.q + g * kR * 128, 16, 1024);
     wgmma_fence();
@@ -49,6 +57,7 @@ __device__ __forceinline__ void narrow_qg_ds_tile(NarrowQgState& ns, float (&m)[
     wgmma_commit();
   }
   mbarrier_wait_parity(bars + 8 * kRope8Block, parity);
+  if constexpr (kQgGather) fence_proxy_async();
   {
     const u64 da = wgmma_desc_sw128(k_addr + kRope8Block * kTile * 128, 16, 1024);
     const u64 db = wgmma_desc_sw128(sm.q + kRope8Block * kR * 128, 16, 1024);
@@ -57,6 +66,7 @@ __device__ __forceinline__ void narrow_qg_ds_tile(NarrowQgState& ns, float (&m)[
     for (int sub = 0; sub < 4; ++sub) WgmmaSS<kN, false, 0>::run(rope, da + 2 * sub, db + 2 * sub, sub > 0);
     wgmma_commit();
   }
+  under();
 
   // Under the products: the tile's largest scale a group (every warp over all 64 keys), the
   // running one, and this thread's key rows' scales (key 16 rt + lane / 4 + 8 h: lane
@@ -105,7 +115,9 @@ __device__ __forceinline__ void narrow_qg_ds_tile(NarrowQgState& ns, float (&m)[
     float x = (latent * sm.q_inv[slot_col(acc_slot(i), lane)] + rope[i]) * t.logit_scale_log2;
     if (need_mask) {
       const int key = 16 * rt + (lane >> 2) + 8 * h;
-      x = mla::key_visible(t.tile_start + key, t.split_end, t.draft_begin, t.bits) ? x : -kInf;
+      const bool visible = MLA_SPARSE ? (ok >> (key & 31)) & 1u
+                                      : mla::key_visible(t.tile_start + key, t.split_end, t.draft_begin, t.bits);
+      x = visible ? x : -kInf;
     }
     s[i] = x;
     qmax[acc_slot(i)] = fmaxf(qmax[acc_slot(i)], x);
@@ -158,16 +170,15 @@ __device__ __forceinline__ void narrow_qg_ds_tile(NarrowQgState& ns, float (&m)[
   for (int d = 0; d < kQgOBlocks; ++d) wgmma_pin(ns.o[d]);
 }
 
-// The fp8ds tile math of narrow_qg_cta's loop: the scales a tile ahead, the running group
-// scales, O^T back to the cache's units at the end.
-struct NarrowQgDs {
+// Where NarrowQgDs's rows are (its Rows): lane L of every warp looks up keys L and L + 32 of a
+// tile a tile before their scales are read, which is a tile before the tile's math.
+// Dense: a block table's pages, whose tiles narrow_qg_cta has TMA copy.
+struct DsPagedRows {
   const unsigned char* cache;
   const int* table_row;
   long long stride_page, stride_token;  // bytes
   int split_begin, split_end;
-  int pages[2];        // page of keys lane, lane + 32 of the tile load() reads next (-1: none)
-  float4 cur[2], next[2];  // scales of keys lane, lane + 32: this tile's, the warpgroup's next
-  float m[kDsGroups];  // the groups' running largest scales: O^T's group blocks are in units of 1 / m
+  int id[2];  // the page of keys lane, lane + 32 of the tile looked up last (-1: none)
 
   __device__ __forceinline__ int token(int tile, int h, int lane) const {
     return split_begin + tile * kTile + lane + 32 * h;
@@ -176,33 +187,111 @@ struct NarrowQgDs {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int tok = token(tile, h, lane);
-      pages[h] = tok < split_end ? table_row[tok / kPageSize] : -1;
+      id[h] = tok < split_end ? table_row[tok / kPageSize] : -1;
     }
   }
+  // The first byte of key lane + 32 h's row (tile `tile`, looked up last; id[h] >= 0).
+  __device__ __forceinline__ const unsigned char* row(int tile, int h, int lane) const {
+    return cache + id[h] * stride_page + (token(tile, h, lane) % kPageSize) * stride_token;
+  }
+  // The mask's flags of warp rt's keys: none, the split's bounds mask (mla::key_visible).
+  __device__ __forceinline__ unsigned key_flags(int) const { return 0u; }
+};
+
+// Sparse (kQgGather): an index list's slots, whose rows the warpgroup gathers itself.
+struct DsGatheredRows {
+  const unsigned char* cache;
+  mla::SparseList list;
+  long long stride_page, stride_token;  // bytes
+  int split_begin, split_end, num_tiles;
+  int id[2];                  // the slot of keys lane, lane + 32 of the tile looked up last (-1: none)
+  unsigned ok[2], next_ok[2];  // the keys with a row of the tile being computed (the next), a bit each
+
+  __device__ __forceinline__ void lookup(int tile, int lane) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) id[h] = list.slot_in_split(split_begin + tile * kTile + lane + 32 * h, split_end);
+  }
+  __device__ __forceinline__ const unsigned char* row(int, int h, int) const {
+    return cache + mla::SparseList::row_offset(id[h], stride_page, stride_token);
+  }
+  __device__ __forceinline__ void flags(unsigned (&f)[2]) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) f[h] = __ballot_sync(0xffffffffu, id[h] >= 0);
+  }
+  __device__ __forceinline__ unsigned key_flags(int rt) const { return rt >= 2 ? ok[1] : ok[0]; }  // keys 16 rt..
+  // The tile looked up last -> buffer `buf`, by this warpgroup's 128 threads: thread j copies
+  // chunk j % 8 of every 128-byte box of rows j / 8 + 16 i (i < 4), its slots from the lanes
+  // that looked them up, into the box's 128-byte swizzle (chunk ^ row % 8, as TMA writes it),
+  // then arrives on the box's barrier as its copies land. A skipped slot is zero-filled.
+  __device__ __forceinline__ void gather(const QgBuffers& sm, int buf, int rt, int lane) const {
+    const int r0 = 4 * rt + (lane >> 3), chunk = lane & 7;
+    const u32 at = sm.buf(buf) + r0 * 128 + ((chunk ^ (r0 & 7)) << 4);  // + 16 i rows keeps r % 8
+    const unsigned char* src[4];
+    bool valid[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int slot = __shfl_sync(0xffffffffu, id[i >> 1], (r0 + 16 * i) & 31);
+      valid[i] = slot >= 0;
+      src[i] = (valid[i] ? cache + mla::SparseList::row_offset(slot, stride_page, stride_token) : cache) + 16 * chunk;
+    }
+#pragma unroll
+    for (int cb = 0; cb < kQ8Blocks; ++cb) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        cp_async_16(at + cb * kTile * 128 + i * 16 * 128, src[i] + TmaTileLoader::box_x(cb), valid[i]);
+      cp_async_mbarrier_arrive_noinc(sm.bar(buf) + 8 * cb);
+    }
+  }
+};
+
+// The fp8ds tile math of narrow_qg_cta's loop: the scales a tile ahead, the running group
+// scales, O^T back to the cache's units at the end; sparse, the gather of each tile's rows.
+template <class Rows>
+struct NarrowQgDs {
+  Rows rows;
+  float4 cur[2], next[2];  // scales of keys lane, lane + 32: this tile's, the warpgroup's next
+  float m[kDsGroups];  // the groups' running largest scales: O^T's group blocks are in units of 1 / m
+
   // Keys past the split (or of no tile) get zero scales: never NaN from a slot no one wrote.
   __device__ __forceinline__ void load(int tile, int lane, float4 (&sc)[2]) const {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       sc[h] = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (pages[h] >= 0)
-        sc[h] = __ldg(reinterpret_cast<const float4*>(cache + pages[h] * stride_page +
-                                                      (token(tile, h, lane) % kPageSize) * stride_token + kV));
+      if (rows.id[h] >= 0) sc[h] = __ldg(reinterpret_cast<const float4*>(rows.row(tile, h, lane) + kV));
     }
   }
 
-  __device__ __forceinline__ void begin(int wg, int lane) {
+  __device__ __forceinline__ void begin(const QgBuffers& sm, int wg, int rt, int lane) {
 #pragma unroll
-    for (int g = 0; g < kDsGroups; ++g) m[g] = 1.17549435e-38f;  // FLT_MIN: never a zero divisor
-    lookup(wg, lane);
+    // A floor, not 0: P's factor 2^8 / m_g stays finite while every scale seen is 0 (a tile of
+    // skipped slots, or zero groups; FLT_MIN's 2^134 was inf, and 0 x inf put NaN in P^T).
+    for (int g = 0; g < kDsGroups; ++g) m[g] = 0x1p-100f;
+    rows.lookup(wg, lane);
     load(wg, lane, cur);
-    lookup(wg + 2, lane);
+    if constexpr (kQgGather) {  // this warpgroup's first two tiles, into its two buffers
+      rows.flags(rows.ok);
+      if (wg < rows.num_tiles) rows.gather(sm, wg, rt, lane);
+    }
+    rows.lookup(wg + 2, lane);
+    if constexpr (kQgGather) {
+      if (wg + 2 < rows.num_tiles) rows.gather(sm, wg + 2, rt, lane);
+    }
   }
   __device__ __forceinline__ void tile(NarrowQgState& ns, const NarrowQgSmem& sm, const NarrowTile& t, int it,
                                        int buf, u32 parity, int wg, int rt, int lane) {
     load(it + 2, lane, next);
-    lookup(it + 4, lane);
-    narrow_qg_ds_tile(ns, m, cur, sm, t, buf, parity, wg, rt, lane);
+    if constexpr (kQgGather) rows.flags(rows.next_ok);
+    else rows.lookup(it + 4, lane);
+    // Sparse: tile it - 2's buffer (buf ^ 2) takes tile it + 2, its copies issued under this
+    // tile's S^T (m53b), and then tile it + 4's slots are looked up.
+    narrow_qg_ds_tile(ns, m, cur, rows.key_flags(rt), sm, t, buf, parity, wg, rt, lane, [&] {
+      if constexpr (kQgGather) {
+        if (it >= 2 && it + 2 < rows.num_tiles) rows.gather(sm, buf ^ 2, rt, lane);
+        rows.lookup(it + 4, lane);
+      }
+    });
     cur[0] = next[0], cur[1] = next[1];
+    if constexpr (kQgGather) rows.ok[0] = rows.next_ok[0], rows.ok[1] = rows.next_ok[1];
   }
   __device__ __forceinline__ void end(NarrowQgState& ns) const {
 #pragma unroll

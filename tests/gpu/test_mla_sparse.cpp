@@ -240,7 +240,7 @@ void run_and_check(SparseProblem& pr, cudaStream_t stream) {
   XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream));
   std::vector<double> lse_want;
   const std::vector<double> want =
-      reference_mla_decode(pr.host, &lse_want, fp8ds_values(pr.c.backend, pr.c.heads, pr.c.q_len, true));
+      reference_mla_decode(pr.host, &lse_want, fp8ds_values(pr.c.backend, pr.c.heads, pr.c.q_len));
   const std::vector<double> lse_got =
       pr.c.lse_layout ? download_lse(pr.d_lse, pr.c.lse_layout, pr.c.batch, pr.c.q_len, pr.c.heads)
                       : std::vector<double>{};
@@ -290,6 +290,12 @@ TEST_CASE("sparse mla_decode matches the float64 reference on a randomized grid"
   if (const char* only = std::getenv("XQAJIT_TEST_MLA_BACKEND")) backends = {parse_backend(only)};
   for (Backend b : backends) {
     for (int i = 0; i < n; ++i) cases.push_back(random_case(b, i));
+    if (device_has_fp8())
+      for (int i = 0; i < n / 4; ++i) {  // H=16 over fp8ds: the hopper narrow schedule's gather (m53)
+        SparseCase c = random_case(b, 3);  // case 3 of cycle_dtypes: bf16 Q over fp8ds
+        c.heads = 16, c.q_len = 1;
+        cases.push_back(c);
+      }
     SparseCase v32;  // DeepSeek-V3.2 at data-parallel attention: one long list, split wide
     v32.backend = b;
     v32.kv = DType::fp8ds;  // its cache: 656-byte fp8-with-scales rows
@@ -315,6 +321,10 @@ TEST_CASE("sparse mla_decode matches the float64 reference on a randomized grid"
     empty.batch = 3;
     empty.topk = 256;
     cases.push_back(empty);
+    if (device_has_fp8()) {  // the same at H=16 over fp8ds (the narrow schedule's gather, m53)
+      empty.heads = 16, empty.kv = DType::fp8ds;
+      cases.push_back(empty);
+    }
   }
   std::vector<KernelSpec> specs;
   for (const SparseCase& c : cases) specs.push_back(spec_of(c));
@@ -369,7 +379,7 @@ TEST_CASE("dense mla_decode writes LSE and applies sinks", "[gpu][mla][lse]") {
       XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
       std::vector<double> lse_want;
       const std::vector<double> want =
-          reference_mla_decode(pr.host, &lse_want, fp8ds_values(b, H, Q, false));
+          reference_mla_decode(pr.host, &lse_want, fp8ds_values(b, H, Q));
       check(fmt::format("dense backend={} kv={} H={} q_len={} splits={} layout={} sinks={}", to_string(b),
                         to_string(c.kv), H, Q, c.num_splits, layout, with_sinks),
             pr.output(), want, download_lse(d_lse, layout, B, Q, H), lse_want);
@@ -408,7 +418,7 @@ TEST_CASE("sparse mla_decode inside a captured graph replays with new indices", 
     XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
     std::vector<double> lse_want;
     const std::vector<double> want =
-        reference_mla_decode(pr.host, &lse_want, fp8ds_values(c.backend, c.heads, c.q_len, true));
+        reference_mla_decode(pr.host, &lse_want, fp8ds_values(c.backend, c.heads, c.q_len));
     INFO("graph replay round " << round);
     check(describe(c), pr.output(), want, download_lse(pr.d_lse, c.lse_layout, c.batch, c.q_len, c.heads),
           lse_want);

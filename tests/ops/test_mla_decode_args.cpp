@@ -409,8 +409,23 @@ TEST_CASE("fp8 or bf16 Q over a plain fp8 cache runs on the fp8 tensor cores (ho
   static_assert(!xqajit_mla_hopper_qgmma(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 1, 0), "fp8ds: bf16 Q");
   static_assert(!xqajit_mla_hopper_qgmma(128, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0) &&
                     !xqajit_mla_hopper_qgmma(16, 2, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0) &&
-                    !xqajit_mla_hopper_qgmma(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 1),
-                "fp8ds: 16 rows, dense");
+                    !xqajit_mla_hopper_qgmma(64, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 1),
+                "fp8ds: 16 rows");
+  // Sparse fp8ds at 16 rows too, its rows gathered by the math warpgroups (m53): no producer,
+  // no tensor map, the dense map's geometry.
+  static_assert(xqajit_mla_hopper_qgmma(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 1) &&
+                    !xqajit_mla_hopper_producer(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 1) &&
+                    !xqajit_mla_hopper_kv_map(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 1),
+                "sparse fp8ds, 16 rows: the narrow schedule, gathered (m53)");
+  static_assert(xqajit_mla_hopper_producer(16, 1, fp8_row, 2, 1) &&
+                    xqajit_mla_hopper_producer(64, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 1) &&
+                    xqajit_mla_hopper_producer(128, 1, fp8_row * 2, 2, 1) &&
+                    !xqajit_mla_hopper_producer(64, 1, fp8_row * 2, 2, 1),
+                "the producer: other sparse fp8 rows, and H=128's cluster");
+  static_assert(xqajit_mla_hopper_geometry(16, 1, 64, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 90, 1).threads == 256 &&
+                    xqajit_mla_hopper_geometry(16, 1, 64, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 90, 1).smem_bytes ==
+                        xqajit_mla_hopper_geometry(16, 1, 64, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 90, 0).smem_bytes,
+                "sparse fp8ds at 16 rows: two warpgroups on the dense map");
   static_assert(!xqajit_mla_hopper_qgmma(128, 1, fp8_row, 1, 1), "sparse: the producer");
   // Its shared memory: Q, four raw tiles, three P, the row stats; a split Q's two planes, three
   // tiles and its row scales. Both within sm_90's opt-in limit.
@@ -435,7 +450,8 @@ TEST_CASE("fp8 or bf16 Q over a plain fp8 cache runs on the fp8 tensor cores (ho
   static_assert(xqajit_mla_hopper_kv_map(16, 1, fp8_row, 2, 0), "TMA: 16 rows over fp8 (m42)");
   static_assert(xqajit_mla_hopper_kv_map(16, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0), "TMA: 16 rows over fp8ds (m51)");
   static_assert(!xqajit_mla_hopper_kv_map(64, 1, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 0) &&
-                    !xqajit_mla_hopper_kv_map(128, 1, fp8_row * 2, 2, 1),
+                    !xqajit_mla_hopper_kv_map(128, 1, fp8_row * 2, 2, 1) &&
+                    !xqajit_mla_hopper_kv_map(16, 1, fp8_row, 2, 1),
                 "no map: fp8ds past 16 rows, sparse");
   constexpr XqajitMlaGeometry narrow_ds = xqajit_mla_hopper_geometry(16, 1, 64, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 90, 0);
   static_assert(narrow_ds.smem_bytes == xqajit_mla_hopper_qgmma_smem(64, 2, 16) && narrow_ds.stages > 0,
