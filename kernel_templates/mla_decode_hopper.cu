@@ -22,7 +22,7 @@
 // quarter of the padded tile's tensor work; over a plain fp8 or a dense fp8ds cache
 // it runs on the fp8 tensor cores, each warpgroup on its own tiles
 // (mla/hopper_narrow_qg.cuh, m43; fp8ds's scale groups: mla/hopper_narrow_qg_ds.cuh,
-// m51). Sparse specs that
+// m51; sparse fp8ds there too, its rows gathered by the math warpgroups, m53). Sparse specs that
 // xqajit_mla_hopper_producer names get a third warpgroup that gathers and converts
 // the rows into two bf16 buffers (mla/hopper_producer.cuh, m20), shared by the
 // two CTAs of an H=128 token's cluster (crossover, m21). A plain fp8 cache, CTAs of 32

@@ -18,7 +18,8 @@
 // Tiles: four buffers, tile t in buffer t % 4 (parity (t / 4) & 1 on its five column-block
 // barriers), so warpgroup w's are buffers w and w + 2; its first thread refills the buffer of
 // its previous tile with tile t + 2 as tile t starts (the warpgroup is past that tile's P^T
-// barrier, so done with its K and V).
+// barrier, so done with its K and V). Sparse fp8ds rows have no tensor map: the warpgroup's
+// threads gather them into the same boxes instead (kQgGather, mla/hopper_narrow_qg_ds.cuh).
 
 #include "common/fp8.cuh"
 #include "common/memory.cuh"
