@@ -44,11 +44,17 @@ __device__ __forceinline__ void narrow_qg_ds_tile(NarrowQgState& ns, float (&m)[
   // S^T: a group's own accumulator (its scale varies by key, the accumulator's M row), the rope's.
   // Each chain's first product overwrites (scale-d 0): zeroed accumulators shared one zero
   // register with the rope's, and ptxas waited on every chain before the next (C7517).
+  // A gathered tile (cp.async rows: the generic proxy) is waited whole and fenced once for
+  // wgmma: a fence a box cost 3-5 % (m53e); its copies landed long before anyway.
+  if constexpr (kQgGather) {
+#pragma unroll
+    for (int cb = 0; cb < kQ8Blocks; ++cb) mbarrier_wait_parity(bars + 8 * cb, parity);
+    fence_proxy_async();
+  }
   float acc[kDsGroups][kQgN / 2], rope[kNRegs];
 #pragma unroll
   for (int g = 0; g < kDsGroups; ++g) {
-    mbarrier_wait_parity(bars + 8 * g, parity);
-    if constexpr (kQgGather) fence_proxy_async();  // the cp.async rows -> visible to wgmma
+    if constexpr (!kQgGather) mbarrier_wait_parity(bars + 8 * g, parity);
     const u64 da = wgmma_desc_sw128(k_addr + g * kTile * 128, 16, 1024);
     const u64 db = wgmma_desc_sw128(sm.q + g * kR * 128, 16, 1024);
     wgmma_fence();
@@ -56,8 +62,7 @@ __device__ __forceinline__ void narrow_qg_ds_tile(NarrowQgState& ns, float (&m)[
     for (int sub = 0; sub < 4; ++sub) WgmmaE4m3<kQgN>::ss(acc[g], da + 2 * sub, db + 2 * sub, sub > 0);
     wgmma_commit();
   }
-  mbarrier_wait_parity(bars + 8 * kRope8Block, parity);
-  if constexpr (kQgGather) fence_proxy_async();
+  if constexpr (!kQgGather) mbarrier_wait_parity(bars + 8 * kRope8Block, parity);
   {
     const u64 da = wgmma_desc_sw128(k_addr + kRope8Block * kTile * 128, 16, 1024);
     const u64 db = wgmma_desc_sw128(sm.q + kRope8Block * kR * 128, 16, 1024);
@@ -279,13 +284,17 @@ struct NarrowQgDs {
   }
   __device__ __forceinline__ void tile(NarrowQgState& ns, const NarrowQgSmem& sm, const NarrowTile& t, int it,
                                        int buf, u32 parity, int wg, int rt, int lane) {
-    load(it + 2, lane, next);
-    if constexpr (kQgGather) rows.flags(rows.next_ok);
-    else rows.lookup(it + 4, lane);
-    // Sparse: tile it - 2's buffer (buf ^ 2) takes tile it + 2, its copies issued under this
-    // tile's S^T (m53b), and then tile it + 4's slots are looked up.
+    if constexpr (!kQgGather) {
+      load(it + 2, lane, next);
+      rows.lookup(it + 4, lane);
+    }
+    // Sparse: all under this tile's S^T (m53b), after its proxy fences (a fence waits for the
+    // thread's loads in flight, m53d): tile it + 2's scales, tile it - 2's buffer (buf ^ 2)
+    // takes tile it + 2's rows, then tile it + 4's slots are looked up.
     narrow_qg_ds_tile(ns, m, cur, rows.key_flags(rt), sm, t, buf, parity, wg, rt, lane, [&] {
       if constexpr (kQgGather) {
+        load(it + 2, lane, next);
+        rows.flags(rows.next_ok);
         if (it >= 2 && it + 2 < rows.num_tiles) rows.gather(sm, buf ^ 2, rt, lane);
         rows.lookup(it + 4, lane);
       }
