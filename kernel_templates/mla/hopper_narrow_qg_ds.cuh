@@ -288,9 +288,9 @@ struct NarrowQgDs {
       load(it + 2, lane, next);
       rows.lookup(it + 4, lane);
     }
-    // Sparse: all under this tile's S^T (m53b), after its proxy fences (a fence waits for the
-    // thread's loads in flight, m53d): tile it + 2's scales, tile it - 2's buffer (buf ^ 2)
-    // takes tile it + 2's rows, then tile it + 4's slots are looked up.
+    // Sparse: all under this tile's S^T (m53b, m53d), after its proxy fence: tile it + 2's
+    // scales, tile it - 2's buffer (buf ^ 2) takes tile it + 2's rows, then tile it + 4's slots
+    // are looked up.
     narrow_qg_ds_tile(ns, m, cur, rows.key_flags(rt), sm, t, buf, parity, wg, rt, lane, [&] {
       if constexpr (kQgGather) {
         load(it + 2, lane, next);
