@@ -55,6 +55,7 @@
 #include "mla/hopper_producer.cuh"
 #include "mla/hopper_qgmma.cuh"
 #include "mla/hopper_seesaw.cuh"
+#include "mla/hopper_split_pv.cuh"
 #include "mla/shared_rows.cuh"
 #include "mla/shared_split.cuh"
 
@@ -224,6 +225,13 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     mla::init_rows<kR>(st, args, b, rb, rt, quad_row);
   }
 
+  if constexpr (kSplitPv) {  // the producer's tiles, the math split by role (mla/hopper_split_pv.cuh)
+    split_pv_cta(st, SplitPvTiles{raw_addr, full_addr, keys.num_tiles, keys.begin, keys.end, keys.draft_begin,
+                                  logit_scale_log2, s_key_ok},
+                 smem, wg, rt, lane);
+    finish_rows(args, st, smem, &s_is_last, split, rb, b, rt, wg, kv_scale, lane);
+    return;
+  }
   const u32 q_addr = smem_addr(smem + kQOff);
   if (seesaw) {
     SeesawSmem sm;

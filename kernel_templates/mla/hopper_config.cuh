@@ -39,7 +39,10 @@ constexpr int kRowCluster = xqajit_mla_hopper_row_cluster(kHeads, MLA_SPARSE);
 // registers within the CTA's launch allocation (64K / threads a thread, in 8s); counts
 // that sum past it block forever (session 24, m20).
 constexpr int kLaunchRegs = (65536 / kBlockThreads) & ~7;  // 168 at 384 threads
-constexpr int kMathRegs = 176, kProducerRegs = 152;
+// The split math (more than 16 rows: mla/hopper_split_pv.cuh) gives warpgroup 0 208 and 1 160
+// inside its loops (184 each around them) and the producer 136.
+constexpr bool kSplitPv = kProducer && kRows != 16;
+constexpr int kMathRegs = kSplitPv ? 184 : 176, kProducerRegs = kSplitPv ? 136 : 152;
 static_assert(!kProducer || 2 * 128 * kMathRegs + 128 * kProducerRegs <= kBlockThreads * kLaunchRegs,
               "the warpgroups' registers fit the CTA's launch allocation");
 
