@@ -25,7 +25,9 @@
 // m51; sparse fp8ds there too, its rows gathered by the math warpgroups, m53). Sparse specs that
 // xqajit_mla_hopper_producer names get a third warpgroup that gathers and converts
 // the rows into two bf16 buffers (mla/hopper_producer.cuh, m20), shared by the
-// two CTAs of an H=128 token's cluster (crossover, m21). A plain fp8 cache, CTAs of 32
+// two CTAs of an H=128 token's cluster (crossover, m21); the math warpgroups split by role
+// over them (mla/hopper_split_pv.cuh, m54: one computes S, the softmax and half of P V, the
+// other the rest of P V). A plain fp8 cache, CTAs of 32
 // rows or more, runs its splits of kQgMinTiles tiles or more as the seesaw on the fp8
 // tensor cores instead (mla/hopper_qgmma.cuh, m35-m40): S = Q K^T and O^T += V^T P^T as
 // e4m3 wgmmas over raw tiles by TMA, V^T built in registers, P stored as e4m3 (a bf16 Q

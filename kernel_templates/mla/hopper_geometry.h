@@ -82,8 +82,8 @@ constexpr bool xqajit_mla_hopper_kv_map(int heads, int q_len, int row_bytes, int
 
 // Sparse rows of an fp8 cache, and sparse specs whose token has two 64-head blocks (H=128),
 // run warp-specialized (m20, m21: mla/hopper_producer.cuh): a third warpgroup gathers and
-// converts rows into two bf16 tile buffers while the two math warpgroups run the per-tile
-// schedule on the other. The two row blocks of an H=128 token are launched as one cluster
+// converts rows into two bf16 tile buffers while the two math warpgroups compute on the other,
+// split by role (m54, mla/hopper_split_pv.cuh; 16 rows: the narrow schedule). The two row blocks of an H=128 token are launched as one cluster
 // (grid.y) and share the gather ("crossover", as FlashMLA's sparse decode does): each CTA's
 // producer fills half of every tile's keys into both CTAs' buffers (DSMEM). (Not the sparse
 // specs the QGMMA map takes: their math warpgroups gather their own fp8 rows, m53.)
