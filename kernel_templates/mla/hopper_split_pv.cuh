@@ -17,12 +17,14 @@
 // then the corrections [64 floats]; after the split, Q's region carries warpgroup 0's row
 // statistics to warpgroup 1.
 
+#include "common/cluster.cuh"
 #include "common/named_barrier.cuh"
 #include "common/online_softmax.cuh"
 #include "common/registers.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
 #include "mla/hopper_math.cuh"
+#include "mla/hopper_narrow.cuh"
 #include "mla/hopper_seesaw.cuh"
 
 namespace xqajit {
