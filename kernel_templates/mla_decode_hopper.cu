@@ -302,15 +302,9 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
                  logit_scale_log2, lane, s_key_ok + (it & 1) * kTile);
       }
       if constexpr (kProducer) {
-        // This warp's wgmmas are done with the buffer; its producers (ours, the peer's) wait
-        // for that before tile it + 2 (nobody waits past the last: no remote arrival then
-        // reaches a CTA that may have left). The exchange needs no barrier here: each
+        // This warp's wgmmas are done with the buffer. The exchange needs no barrier here: each
         // warpgroup's next write to it follows a math_sync the other reaches after reading.
-        if (lane == 0 && it + 2 < keys.num_tiles) {
-          const u32 empty = full_addr + 16 + (it & 1) * 8;
-          mbarrier_arrive(empty);
-          if constexpr (kRowCluster > 1) mbarrier_arrive_remote(peer_smem_addr(empty, cluster_cta_rank() ^ 1u));
-        }
+        release_tile_buffer(full_addr, it, keys.num_tiles, lane);
       } else {
         __syncthreads();  // every warpgroup is done with this stage, the bf16 tile and the exchange
       }

@@ -214,5 +214,17 @@ __device__ __forceinline__ void produce_split(const TileProducer& producer, int 
   }
 }
 
+// The math side of the hand-off: this warp (lane 0 arrives for it) is done with buffer it & 1,
+// so the producers that fill it (ours, the peer's) may write tile it + 2 there. Nobody waits
+// past the last tile, so no arrival is made then: none reaches a CTA that may have left.
+// `bars`: as produce_split's.
+__device__ __forceinline__ void release_tile_buffer(u32 bars, int it, int num_tiles, int lane) {
+  if (lane == 0 && it + 2 < num_tiles) {
+    const u32 empty = bars + 16 + (it & 1) * 8;
+    mbarrier_arrive(empty);
+    if constexpr (kRowCluster > 1) mbarrier_arrive_remote(peer_smem_addr(empty, cluster_cta_rank() ^ 1u));
+  }
+}
+
 }  // namespace mla_hopper
 }  // namespace xqajit

@@ -17,7 +17,6 @@
 // then the corrections [64 floats]; after the split, Q's region carries warpgroup 0's row
 // statistics to warpgroup 1.
 
-#include "common/cluster.cuh"
 #include "common/named_barrier.cuh"
 #include "common/online_softmax.cuh"
 #include "common/registers.cuh"
@@ -25,6 +24,7 @@
 #include "common/wgmma.cuh"
 #include "mla/hopper_math.cuh"
 #include "mla/hopper_narrow.cuh"
+#include "mla/hopper_producer.cuh"
 #include "mla/hopper_seesaw.cuh"
 
 namespace xqajit {
@@ -32,9 +32,10 @@ namespace mla_hopper {
 
 constexpr int kPReadyBarrier = 2, kPFreeBarrier = 3;  // the producer path's ids (1: math_sync)
 constexpr int kWg0Regs = 208, kWg1Regs = 160;
+constexpr int kCorrOff = kR * kTile * 2;  // the corrections, after P in the exchange region
 static_assert(kSplitPv == (kProducer && !kNarrow), "the split math: the producer's specs but 16 rows");
 static_assert(!kSplitPv || kWg0Regs + kWg1Regs == 2 * kMathRegs, "the math warpgroups' registers move between them");
-static_assert(!kSplitPv || (kXchgOff % 1024 == 0 && kR * kTile * 2 + kR * 4 <= xqajit_mla_hopper_exchange_bytes(kTile)),
+static_assert(!kSplitPv || (kXchgOff % 1024 == 0 && kCorrOff + kR * 4 <= xqajit_mla_hopper_exchange_bytes(kTile)),
               "P (swizzled, 1024-aligned) and the corrections fit the exchange region");
 
 struct SplitPvTiles {
@@ -44,21 +45,11 @@ struct SplitPvTiles {
   const unsigned char* key_ok;  // sparse: [tile parity][kTile] flags
 };
 
-// This thread's warp is done reading buffer `it & 1`: its producers (ours, the cluster
-// peer's) may refill it with tile it + 2.
-__device__ __forceinline__ void release_buffer(const SplitPvTiles& t, int it, int lane) {
-  if (lane == 0 && it + 2 < t.num_tiles) {
-    const u32 empty = t.full_addr + 16 + (it & 1) * 8;
-    mbarrier_arrive(empty);
-    if constexpr (kRowCluster > 1) mbarrier_arrive_remote(peer_smem_addr(empty, cluster_cta_rank() ^ 1u));
-  }
-}
-
 // Warpgroup 0's split: S, softmax, P out, its half of P V.
 __device__ __forceinline__ void split_pv_wg0(RowState& st, const SplitPvTiles& t, u32 q_addr, unsigned char* xsmem,
                                              int rt, int lane) {
   const int quad_row = lane >> 2, quad_col = lane & 3;
-  float* const corr_smem = reinterpret_cast<float*>(xsmem + kR * kTile * 2);
+  float* const corr_smem = reinterpret_cast<float*>(xsmem + kCorrOff);
   float(&o)[kWgDims / 2] = reinterpret_cast<float(&)[kWgDims / 2]>(st.acc);
 #pragma unroll 1
   for (int it = 0; it < t.num_tiles; ++it) {
@@ -96,7 +87,7 @@ __device__ __forceinline__ void split_pv_wg0(RowState& st, const SplitPvTiles& t
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_pin(o);
-    release_buffer(t, it, lane);
+    release_tile_buffer(t.full_addr, it, t.num_tiles, lane);
   }
 }
 
@@ -104,7 +95,7 @@ __device__ __forceinline__ void split_pv_wg0(RowState& st, const SplitPvTiles& t
 __device__ __forceinline__ void split_pv_wg1(RowState& st, const SplitPvTiles& t, unsigned char* xsmem, int rt,
                                              int lane) {
   const int quad_row = lane >> 2;
-  const float* const corr_smem = reinterpret_cast<const float*>(xsmem + kR * kTile * 2);
+  const float* const corr_smem = reinterpret_cast<const float*>(xsmem + kCorrOff);
   const u32 p_addr = smem_addr(xsmem);
   float(&o)[kWgDims / 2] = reinterpret_cast<float(&)[kWgDims / 2]>(st.acc);
 #pragma unroll 1
@@ -123,7 +114,7 @@ __device__ __forceinline__ void split_pv_wg1(RowState& st, const SplitPvTiles& t
     wgmma_wait<0>();
     wgmma_pin(o);
     if (it + 1 < t.num_tiles) named_barrier_arrive(kPFreeBarrier, kThreads);
-    release_buffer(t, it, lane);
+    release_tile_buffer(t.full_addr, it, t.num_tiles, lane);
   }
 }
 
