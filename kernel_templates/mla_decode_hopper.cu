@@ -108,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
 
   // Sparse: the CTA's rows are one query token's (mla/hopper_geometry.h), its "sequence"
   // that token's index list.
-  const mla::SplitKeys keys = mla::split_keys<kTile>(args, b, rb * kR / kHeads, split);
+  const mla::SplitKeys keys = mla::split_keys<kTile>(args, b, rb * kRowStride / kHeads, split);
   const mla::Scales scales = mla::scales(args);
   const float kv_scale = scales.kv, logit_scale_log2 = scales.logit_scale_log2;
 
@@ -129,16 +129,16 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
         if constexpr (kQgGather) {
           const DsGatheredRows rows{cache, keys.list, args.kv_stride_page, args.kv_stride_token, keys.begin, keys.end,
                                     keys.num_tiles};
-          narrow_qg_cta(st, args, tma, smem, full_addr, sp, NarrowQgDs<DsGatheredRows>{rows}, b, tid);
+          narrow_qg_cta(st, args, tma, smem, full_addr, sp, NarrowQgDs<DsGatheredRows>{rows}, b, rb, tid);
         } else {
           const DsPagedRows rows{cache, table_row, args.kv_stride_page, args.kv_stride_token, keys.begin, keys.end};
-          narrow_qg_cta(st, args, tma, smem, full_addr, sp, NarrowQgDs<DsPagedRows>{rows}, b, tid);
+          narrow_qg_cta(st, args, tma, smem, full_addr, sp, NarrowQgDs<DsPagedRows>{rows}, b, rb, tid);
         }
       } else {
-        narrow_qg_cta(st, args, tma, smem, full_addr, sp, NarrowQgPlain{}, b, tid);
+        narrow_qg_cta(st, args, tma, smem, full_addr, sp, NarrowQgPlain{}, b, rb, tid);
       }
     } else {
-      mla::init_rows<kR>(st, args, b, rb, rt, quad_row);
+      mla::init_rows<kRowStride>(st, args, b, rb, rt, quad_row);
       qgmma_cta(st, args, tma, smem, full_addr, sp, b, rb, tid);
     }
     finish_rows(args, st, smem, &s_is_last, split, rb, b, rt, wg, kv_scale, lane);
@@ -155,8 +155,9 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
                                   keys.list,
                                   s_key_ok};
       produce_split(producer, keys.num_tiles, smem + kRawOff, full_addr, tid - kThreads);
-      // Leaving is safe: bar.sync counts exited threads as arrived, and every remote write
-      // or arrival this CTA's producer makes is waited for by the peer before it leaves.
+      // Leaving is safe: bar.sync and barrier.cluster count exited threads as arrived, every
+      // bulk copy or arrival this CTA's producer sends is waited for by the peer before it
+      // leaves, and the math warps leave only after the peer's (below).
       return;
     }
     warpgroup_claim_registers<kMathRegs>();
@@ -224,13 +225,16 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     narrow_init(ns);
     narrow_bits = mla::draft_bits(args, b, 0, kQLen);
   } else {
-    mla::init_rows<kR>(st, args, b, rb, rt, quad_row);
+    mla::init_rows<kRowStride>(st, args, b, rb, rt, quad_row);
   }
 
   if constexpr (kSplitPv) {  // the producer's tiles, the math split by role (mla/hopper_split_pv.cuh)
     split_pv_cta(st, SplitPvTiles{raw_addr, full_addr, keys.num_tiles, keys.begin, keys.end, keys.draft_begin,
                                   logit_scale_log2, s_key_ok},
                  smem, wg, rt, lane);
+    // Crossover: the peer's math has waited for this CTA's last bulk copies out of its buffers
+    // (m55), which must not outlive it.
+    if constexpr (kRowCluster > 1) cluster_sync_relaxed();
     finish_rows(args, st, smem, &s_is_last, split, rb, b, rt, wg, kv_scale, lane);
     return;
   }
@@ -321,5 +325,5 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
 // The split merge as a second launch, where the host plans one (args.merge_launch;
 // mla/shared_epilogue.cuh says when and why).
 extern "C" __global__ void __launch_bounds__(mla::kMergeMaxThreads) xqajit_mla_merge(const XqajitMlaArgs args) {
-  mla::merge_launch_row<kR, kRows>(args);
+  mla::merge_launch_row<kR, kRowStride, kRows>(args);
 }

@@ -72,14 +72,17 @@ __device__ __forceinline__ void mbarrier_arrive_remote(u32 remote) {
 #endif
 }
 
-// 16 bytes -> a peer's shared memory at `remote`, completing 16 bytes of the current
-// phase of the peer's barrier at `remote_bar` (both shared::cluster addresses of the
-// same CTA). Asynchronous: the peer sees the bytes once it has waited for that phase.
-__device__ __forceinline__ void st_async_16(u32 remote, const U32x4& v, u32 remote_bar) {
+// `bytes` (a multiple of 16) of this CTA's shared memory at `local` -> a peer's at `remote`
+// by the bulk copy engine, completing as transaction bytes of the current phase of the
+// peer's barrier at `remote_bar` (both shared::cluster addresses of the same CTA; all three
+// 16-byte aligned). Asynchronous: the peer sees the bytes once it has waited for that phase,
+// and `local` must not change before then. (The engine reads shared memory through the
+// async proxy: a thread's earlier st.shared there needs fence.proxy.async first.)
+__device__ __forceinline__ void bulk_copy_to_peer(u32 remote, u32 local, u32 bytes, u32 remote_bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                    remote),
-               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_bar)
+               "r"(local), "r"(bytes), "r"(remote_bar)
                : "memory");
 #endif
 }

@@ -17,6 +17,11 @@ constexpr XqajitMlaGeometry kGeo =
     xqajit_mla_hopper_geometry(kHeads, kQLen, kTile, kRawRowBytes, kFp8Q ? 1 : 2, 90, MLA_SPARSE);
 constexpr int kRows = kGeo.rows;
 constexpr int kR = kGeo.rows_per_cta;  // 64: one wgmma M tile
+// Row block rb's rows are the request's rows rb * kRowStride + r for r < kRowStride: kR, or a
+// sparse CTA per query token below 64 heads (mla/hopper_geometry.h); the rest of the tile
+// is padding. kCtaRows: the real rows of a CTA, what picks its schedule (16: the narrow ones).
+constexpr int kRowStride = kGeo.row_stride;
+constexpr int kCtaRows = xqajit_mla_hopper_cta_rows(kHeads, kQLen, MLA_SPARSE);
 constexpr int kThreads = kXqajitMlaHopperThreads;  // the two math warpgroups
 constexpr int kBlockThreads = kGeo.threads;        // and the producer's, where there is one
 constexpr int kStages = kGeo.stages;
@@ -41,7 +46,7 @@ constexpr int kRowCluster = xqajit_mla_hopper_row_cluster(kHeads, MLA_SPARSE);
 constexpr int kLaunchRegs = (65536 / kBlockThreads) & ~7;  // 168 at 384 threads
 // The split math (more than 16 rows: mla/hopper_split_pv.cuh) gives warpgroup 0 208 and 1 160
 // inside its loops (184 each around them) and the producer 136.
-constexpr bool kSplitPv = kProducer && kRows != 16;
+constexpr bool kSplitPv = kProducer && kCtaRows != 16;
 constexpr int kMathRegs = kSplitPv ? 184 : 176, kProducerRegs = kSplitPv ? 136 : 152;
 static_assert(!kProducer || 2 * 128 * kMathRegs + 128 * kProducerRegs <= kBlockThreads * kLaunchRegs,
               "the warpgroups' registers fit the CTA's launch allocation");
@@ -63,12 +68,12 @@ constexpr int kRawOff = kQOff + kQBytes;
 // The QGMMA schedule's own map over the same memory (its specs' short splits run the
 // per-tile schedule on the map above): Q's planes, the raw tile buffers, three P, the row
 // stats (and a split Q's row scales).
-constexpr int kQgPlanes = xqajit_mla_hopper_qgmma_planes(kFp8Q ? 1 : 2, kRows);
-constexpr int kQgBuffers = xqajit_mla_hopper_qgmma_buffers(kFp8Q ? 1 : 2, kRows);
+constexpr int kQgPlanes = xqajit_mla_hopper_qgmma_planes(kFp8Q ? 1 : 2, kCtaRows);
+constexpr int kQgBuffers = xqajit_mla_hopper_qgmma_buffers(kFp8Q ? 1 : 2, kCtaRows);
 constexpr int kQ8PlaneBytes = kQ8Blocks * kR * 128;
 // 16 rows on the QGMMA map: the narrow schedule (m42, mla/hopper_narrow_qg.cuh), a split Q's
 // lo plane in rows 16-31 of the one plane (the B operand of S^T is then both planes, N = 32).
-constexpr bool kNarrowQg = kQgmma && kRows == 16;
+constexpr bool kNarrowQg = kQgmma && kCtaRows == 16;
 // Sparse on that map (fp8ds, m53): each warpgroup gathers its own tiles' rows by cp.async into
 // the boxes TMA would fill, every thread arriving on the boxes' barriers as its copies land.
 constexpr bool kQgGather = kNarrowQg && MLA_SPARSE;
@@ -117,7 +122,8 @@ static_assert(kRowCluster == 1 || (kProducer && kR * kRowCluster == kHeads), "a 
 static_assert(kTile == 64, "each warpgroup's S is 32 keys: half of a 64-key tile");
 static_assert(CACHE_ELEM_ENUM == 0 || CACHE_ELEM_ENUM == 2, "CACHE_ELEM_ENUM: 0 (bf16) or 2 (fp8)");
 static_assert(!kFp8Q || kFp8Cache, "an fp8 Q needs an fp8 cache");
-static_assert(!MLA_SPARSE || xqajit_mla_hopper_sparse_fits(kHeads, kQLen), "sparse: a CTA's rows are one query token's heads");
+static_assert(!MLA_SPARSE || kHeads % kRowStride == 0 || kQLen == 1, "sparse: a CTA's rows are one query token's heads");
+static_assert(kRowStride == kR || (MLA_SPARSE && kRowStride == kHeads), "padding rows: a sparse token's CTA only");
 
 // Byte offset of 16-byte chunk `chunk` (of 72) of row `row` in a swizzled operand
 // block of `rows` rows: [column block][row][128 B], chunk ^ (row & 7) in the atom.

@@ -58,8 +58,24 @@ constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache
 // (H=16, DeepSeek-V3.2 sharded over 8 GPUs) runs it too, its rows gathered by cp.async into
 // the same boxes (m53: no tensor map, every slot its own row).
 constexpr int kXqajitMlaHopperQ8Blocks = 5;
+
+// Sparse lists are a query token's, so a CTA's rows must be one token's heads: whole 64-head
+// blocks (H >= 64), or below 64 heads one token's heads padded into the 64-row tile -- all of
+// a request's rows at q_len 1, a CTA per token beyond (DeepSeek-V3.2's MTP at 8-way tensor
+// parallelism: H=16, q_len 2). `row_stride`: rows from one row block's first to the next's.
+constexpr int xqajit_mla_hopper_row_stride(int heads, int q_len, int sparse) {
+  return sparse && heads < kXqajitMlaHopperRows && q_len > 1 ? heads : kXqajitMlaHopperRows;
+}
+// The real rows of a CTA (of the first row block): what picks its schedule.
+constexpr int xqajit_mla_hopper_cta_rows(int heads, int q_len, int sparse) {
+  return heads * q_len < xqajit_mla_hopper_row_stride(heads, q_len, sparse)
+             ? heads * q_len
+             : xqajit_mla_hopper_row_stride(heads, q_len, sparse);
+}
+
 constexpr bool xqajit_mla_hopper_qgmma(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
-  if (row_bytes == XQAJIT_MLA_FP8DS_ROW_BYTES) return q_bytes == 2 && heads * q_len == 16;
+  if (row_bytes == XQAJIT_MLA_FP8DS_ROW_BYTES)
+    return q_bytes == 2 && xqajit_mla_hopper_cta_rows(heads, q_len, sparse) == 16;
   return (q_bytes == 1 || q_bytes == 2) && row_bytes == XQAJIT_MLA_QK_DIM && !sparse && heads * q_len >= 16;
 }
 constexpr int xqajit_mla_hopper_qgmma_planes(int q_bytes, int rows) { return rows == 16 ? 1 : q_bytes; }
@@ -122,17 +138,11 @@ constexpr int xqajit_mla_hopper_smem(int kv_tile, int row_bytes, int sparse, int
                                                            : xqajit_mla_hopper_exchange_bytes(kv_tile));
 }
 
-// Sparse: a CTA's 64 rows share one index list, so they must be one query token's heads:
-// whole 64-head blocks, or the heads of a single query token padded into one block.
-constexpr bool xqajit_mla_hopper_sparse_fits(int heads, int q_len) {
-  return heads >= kXqajitMlaHopperRows || q_len == 1;
-}
-
 // g.stages: raw tile stages, 2 (tile i + 1 in flight under tile i), or 1 where two do not
 // fit beside Q and the bf16 tile (the dense fp8ds cache's 656-byte rows: the next tile's
 // copies then start once this tile is converted, still under its math); 0 where the spec
-// does not fit the backend (sparse: xqajit_mla_hopper_sparse_fits). Warp-specialized specs
-// (g.threads 384) have two bf16 tile buffers, no raw stage.
+// does not fit the backend. Warp-specialized specs (g.threads 384) have two bf16 tile
+// buffers, no raw stage.
 constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int kv_tile, int row_bytes,
                                                        int q_bytes, int arch, int sparse) {
   const int producer = xqajit_mla_hopper_producer(heads, q_len, row_bytes, q_bytes, sparse) ? 1 : 0;
@@ -140,16 +150,18 @@ constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int
   g.rows = heads * q_len;
   g.threads = kXqajitMlaHopperThreads + (producer ? kXqajitMlaHopperProducerThreads : 0);
   g.rows_per_cta = kXqajitMlaHopperRows;
-  g.row_blocks = (g.rows + kXqajitMlaHopperRows - 1) / kXqajitMlaHopperRows;
+  g.row_stride = xqajit_mla_hopper_row_stride(heads, q_len, sparse);
+  g.row_blocks = (g.rows + g.row_stride - 1) / g.row_stride;
   // Only kv_tile 64 is built (S is m64n64); sm_90 only (wgmma).
-  const bool builds = kv_tile == 64 && arch == 90 && (!sparse || xqajit_mla_hopper_sparse_fits(heads, q_len));
+  const bool builds = kv_tile == 64 && arch == 90;
   const int budget = xqajit_mla_smem_budget(arch);
   // The producer's two buffers are bf16 tiles: the tile i + 1 in flight under tile i.
   const int stages = producer || xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, 2, 0) <= budget ? 2 : 1;
   g.smem_bytes = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages, producer);
   if (xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, q_bytes, sparse) &&
-      xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes, g.rows) > g.smem_bytes)
-    g.smem_bytes = xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes, g.rows);  // either schedule's map fits
+      xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes, xqajit_mla_hopper_cta_rows(heads, q_len, sparse)) >
+          g.smem_bytes)  // either schedule's map fits
+    g.smem_bytes = xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes, xqajit_mla_hopper_cta_rows(heads, q_len, sparse));
   g.stages = builds && g.smem_bytes <= budget ? stages : 0;
   g.merge_bytes = g.smem_bytes - 1024;
   return g;

@@ -163,7 +163,7 @@ __device__ __forceinline__ void zero_cols_tail(unsigned char* tile, int valid, i
 
 // The CTA's Q rows and fp8 tiles -> bf16 in this backend's swizzled layout (mla/shared_tiles.cuh).
 __device__ __forceinline__ void stage_q(const XqajitMlaArgs& args, unsigned char* q_smem, int b, int rb, int tid) {
-  mla::stage_q<kR, kRows, kThreads>(args, q_smem, b, rb, tid, [](int r, int c) { return sw128_offset(r, c, kR); });
+  mla::stage_q<kR, kRowStride, kRows, kThreads>(args, q_smem, b, rb, tid, [](int r, int c) { return sw128_offset(r, c, kR); });
 }
 // QGMMA: the CTA's kR rows of the fp8 Q as they are, [5 column blocks][row][128 B] with
 // the 128-byte swizzle; the last block's second half (dims 576..639) and padding rows zeros.
@@ -171,9 +171,10 @@ __device__ __forceinline__ void stage_q8(const XqajitMlaArgs& args, unsigned cha
   constexpr int kChunks = kQ8Blocks * 8;  // 16-byte chunks of a staged row (36 from memory)
   for (int i = tid; i < kR * kChunks; i += kThreads) {
     const int r = i / kChunks, chunk = i % kChunks;
-    const int row = rb * kR + r;
+    const int row = rb * kRowStride + r;
     U32x4 v = {0, 0, 0, 0};
-    if (row < kRows && chunk < kQk / 16) v = *reinterpret_cast<const U32x4*>(mla::q_row(args, b, row) + chunk * 16);
+    if (mla::real_row<kR, kRowStride, kRows>(r, row) && chunk < kQk / 16)
+      v = *reinterpret_cast<const U32x4*>(mla::q_row(args, b, row) + chunk * 16);
     *reinterpret_cast<U32x4*>(q_smem + sw128_offset(r, chunk, kR)) = v;
   }
 }
@@ -206,9 +207,9 @@ __device__ __forceinline__ void stage_q_split(const XqajitMlaArgs& args, unsigne
   constexpr int kMine = kChunks / 4;  // chunks j, j + 4, ... of thread j of the quad
   static_assert(kChunks % 4 == 0, "a quad's chunks");
   const int r = tid >> 2, j = tid & 3;
-  const int row = rb * kR + r;
+  const int row = rb * kRowStride + r;
   u32 w[kMine][8];
-  if (row < kRows) {
+  if (mla::real_row<kR, kRowStride, kRows>(r, row)) {
     const U32x4* const src = reinterpret_cast<const U32x4*>(mla::q_row(args, b, row));
 #pragma unroll
     for (int i = 0; i < kMine; ++i) {

@@ -33,8 +33,8 @@
 namespace xqajit {
 namespace mla_hopper {
 
-// 16 query rows (H=16, q_len 1): the wgmma N of both products.
-constexpr bool kNarrow = kRows == 16;
+// 16 real rows a CTA (H=16 at q_len 1, or sparse: a CTA a query token): the wgmma N of both products.
+constexpr bool kNarrow = kCtaRows == 16;
 constexpr int kN = 16;
 constexpr int kNRegs = kN / 2;           // registers of an m64n16 accumulator
 constexpr int kNSlots = kN / 4;          // query rows a thread holds

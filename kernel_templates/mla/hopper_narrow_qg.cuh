@@ -56,14 +56,15 @@ struct NarrowQgSmem : QgBuffers {
 // 256 convert (a row's 576 values as 9 runs of 4 a thread): a short split's fixed cost.
 // Over an fp8ds cache only the 512 latent values are split; the rope stays bf16 in column
 // block 4 (rows 0-15), for the rope's bf16 products (mla/hopper_narrow_qg_ds.cuh).
+// `first_row`: the CTA's first row of the request (a sparse token's CTA: its token's).
 __device__ __forceinline__ void stage_q_split_narrow(const XqajitMlaArgs& args, unsigned char* q_smem, float* q_inv,
-                                                     int b, int tid) {
+                                                     int b, int first_row, int tid) {
   constexpr int kSplitValues = MLA_FP8DS ? kV : kQk;
   constexpr int kLanes = kThreads / kN;            // 16 threads a row
   constexpr int kRuns = kSplitValues / 4 / kLanes;  // runs of 4 values a thread
   static_assert(kRuns * 4 * kLanes == kSplitValues, "a row in whole runs");
   const int r = tid / kLanes, j = tid % kLanes;
-  const uint2* const src = reinterpret_cast<const uint2*>(mla::q_row(args, b, r));
+  const uint2* const src = reinterpret_cast<const uint2*>(mla::q_row(args, b, first_row + r));
   uint2 w[kRuns];
   u32 amax_bits = 0;
 #pragma unroll
@@ -89,7 +90,7 @@ __device__ __forceinline__ void stage_q_split_narrow(const XqajitMlaArgs& args, 
   if constexpr (MLA_FP8DS) {
     if (j < 8)  // the rope's 64 bf16 values as they are: chunks 32..39
       *reinterpret_cast<uint4*>(q_smem + sw128_offset(r, kV / 16 + j, kR)) =
-          reinterpret_cast<const uint4*>(mla::q_row(args, b, r) + 2 * kV)[j];
+          reinterpret_cast<const uint4*>(mla::q_row(args, b, first_row + r) + 2 * kV)[j];
   } else if (j < 4) {  // the rope block's second half (chunks 36..39): zeros in both planes
     const u32 pad = sw128_offset(r, kQk / 16 + j, kR);
     *reinterpret_cast<U32x4*>(q_smem + pad) = U32x4{0, 0, 0, 0};
@@ -293,7 +294,7 @@ __device__ __forceinline__ void narrow_qg_rows(NarrowQgState& ns, RowState& st, 
 template <class TileMath>
 __device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs& args, const TmaTileLoader& tma,
                                               unsigned char* smem, u32 bars, const SeesawSplit& sp, TileMath math,
-                                              int b, int tid) {
+                                              int b, int rb, int tid) {
   static_assert(!kNarrowQg || kQgBuffers == 4, "two tile buffers a warpgroup");
   const int lane = tid & 31, wg = warp_uniform(tid >> 7), rt = warp_uniform((tid >> 5) & 3);
   NarrowQgSmem sm;
@@ -314,8 +315,10 @@ __device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs&
     __syncthreads();
     math.begin(sm, wg, rt, lane);
   }
-  if constexpr (kQgSplit) stage_q_split_narrow(args, smem + kQOff, q_inv, b, tid);
-  else stage_q8(args, smem + kQOff, b, 0, tid);
+  // (row block 0 where there is one: the compiler cannot know that rb is 0 there)
+  const int q_block = kGeo.row_blocks == 1 ? 0 : rb;
+  if constexpr (kQgSplit) stage_q_split_narrow(args, smem + kQOff, q_inv, b, q_block * kRowStride, tid);
+  else stage_q8(args, smem + kQOff, b, q_block, tid);
   fence_proxy_async();  // Q's st.shared -> visible to wgmma
   __syncthreads();
 

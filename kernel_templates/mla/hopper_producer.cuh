@@ -9,10 +9,12 @@
 //
 // Crossover (kRowCluster 2, H=128: m21): the token's two 64-head row blocks are
 // one cluster and read the same rows, so each CTA's producer gathers and converts
-// half of every tile's keys (32) and writes them into its own buffer and, over
-// distributed shared memory (st.async), into the peer's: each SM fetches and
-// converts half a tile a step. Without it (m20) one tile in flight cost a whole
-// tile's gather latency, which the math could not hide.
+// half of every tile's keys (32) into its own buffer, then one thread copies that
+// half into the peer's buffer over distributed shared memory by nine bulk copies
+// (m55; one a column block, 4 KB each): each SM fetches and converts half a tile a
+// step. Without it (m20) one tile in flight cost a whole tile's gather latency,
+// which the math could not hide. m21-m54 sent each 16-byte chunk by its own
+// st.async (2304 a tile), which cost the producer 0.8 us a tile (session 35 run 2).
 //
 // Per thread: one key row (of the kFillKeys this CTA fills) and every kParts-th
 // 16-byte chunk of it, so a warp's load covers 8 (or 16) rows x 64 (32) contiguous
@@ -23,14 +25,16 @@
 //
 // Hand-off per buffer b (mbarriers, one phase per use):
 //   full[b]   the 128 producer threads of this CTA arrive after their stores (each
-//             fenced to the async proxy that wgmma reads through); crossover: and
-//             the peer's st.async bytes complete on it (thread 0 expects them).
+//             fenced to the async proxy that wgmma and the bulk copies read through);
+//             crossover: and the peer's bulk copies complete on it (thread 0 expects
+//             their bytes).
 //   empty[b]  one arrival per math warp of every CTA whose buffer b this producer
 //             writes (8, or 16 with the peer's): it may write the next tile then.
 
 #include "common/cluster.cuh"
 #include "common/memory.cuh"
 #include "common/mma.cuh"
+#include "common/named_barrier.cuh"
 #include "common/tma.cuh"
 #include "mla/hopper_config.cuh"
 #include "mla/shared_sparse.cuh"
@@ -43,6 +47,7 @@ constexpr int kProducerThreads = kXqajitMlaHopperProducerThreads;
 constexpr int kFillKeys = kTile / kRowCluster;           // keys of a tile one CTA's producer fills
 constexpr int kParts = kProducerThreads / kFillKeys;     // producer threads a key row
 constexpr u32 kPeerBytes = (u32)(kTile - kFillKeys) * kQk * 2;  // bytes a peer sends a tile
+constexpr int kFillBarrier = 4;  // the producer warps' named barrier (math: 1-3)
 constexpr int kEmptyArrivals = (kThreads / 32) * kRowCluster;  // math warps reading a buffer
 static_assert(kFillKeys * kParts == kProducerThreads, "whole key rows per producer thread group");
 
@@ -59,8 +64,7 @@ __device__ __forceinline__ U32x4 load_row_chunk(const unsigned char* p) {
   return v;
 }
 
-// The bf16 chunks of one key row this thread stores: into this CTA's buffer, and over
-// distributed shared memory into the peer's (crossover). A thread's chunks are
+// The bf16 chunks of one key row this thread stores into this CTA's buffer. A thread's chunks are
 // `fixed + low`: `fixed` a compile-time multiple of the span of `low`, its part of the
 // row (low < 8, so the two share no bit). The 128-byte swizzle XORs the chunk's place in
 // its atom with key & 7, so a chunk's offset is fixed's column block plus
@@ -68,14 +72,25 @@ __device__ __forceinline__ U32x4 load_row_chunk(const unsigned char* p) {
 // offset held in registers for the whole loop (which spilled).
 struct RowStore {
   unsigned char* row;  // the key's first 128-byte atom row in this CTA's buffer (generic)
-  u32 peer_row;        // the same in the peer's buffer (shared::cluster), crossover only
-  u32 peer_full;       // the peer's full barrier of that buffer
   __device__ __forceinline__ void put(int fixed, u32 low_x, const U32x4& v) const {
     const u32 off = (u32)(fixed >> 3) * kTile * 128 + (((u32)(fixed & 7) ^ low_x) << 4);
     *reinterpret_cast<U32x4*>(row + off) = v;
-    if constexpr (kRowCluster > 1) st_async_16(peer_row + off, v, peer_full);
   }
 };
+
+// Crossover: this CTA's kFillKeys rows of buffer `buf` (the same rows of each 128-byte
+// column block, contiguous there) -> the same place in the peer's buffer `peer_buf`, completing
+// on the peer's full barrier. After every producer thread's stores of the tile, fenced to the
+// async proxy. The buffer is not written again before the peer's math warps, which wait for
+// these bytes, have released it.
+__device__ __forceinline__ void copy_fill_to_peer(u32 buf, u32 peer_buf, u32 peer_full, u32 rank) {
+  constexpr u32 kBytes = (u32)kFillKeys * 128;  // one column block's rows of this CTA
+#pragma unroll
+  for (int cb = 0; cb < kColBlocks; ++cb) {
+    const u32 off = (u32)cb * kTile * 128 + rank * kBytes;
+    bulk_copy_to_peer(peer_buf + off, buf + off, kBytes, peer_full);
+  }
+}
 
 struct TileProducer {
   const unsigned char* kv_base;
@@ -203,13 +218,17 @@ __device__ __forceinline__ void produce_split(const TileProducer& producer, int 
       next = producer.entry(t + 1, key);
       if (flags) next_keys = producer.key_entries(t + 1, ptid);
     }
-    const RowStore out{bufs + b * kBufBytes + key * 128, peer_bufs + b * kBufBytes + key * 128, peer_bars + 8 * b};
+    const RowStore out{bufs + b * kBufBytes + key * 128};
     producer.fill(s, out, part, (u32)key & 7u, [&] {
       if (t >= 2) mbarrier_wait_parity(bars + 16 + 8 * b, ((t >> 1) - 1) & 1);
       if (kRowCluster > 1 && ptid == 0) mbarrier_expect_tx(bars + 8 * b, kPeerBytes);
     });
     if (flags) producer.flag_keys(keys, b, ptid);
-    fence_proxy_async();            // this thread's st.shared -> visible to wgmma
+    fence_proxy_async();  // this thread's st.shared -> visible to wgmma and the bulk copies
+    if constexpr (kRowCluster > 1) {
+      named_barrier_sync(kFillBarrier, kProducerThreads);  // every producer thread's rows are stored
+      if (ptid == 0) copy_fill_to_peer(smem_addr(bufs) + b * kBufBytes, peer_bufs + b * kBufBytes, peer_bars + 8 * b, rank);
+    }
     mbarrier_arrive(bars + 8 * b);  // release: the key flags, the converted rows
   }
 }

@@ -97,6 +97,7 @@ constexpr XqajitMlaGeometry xqajit_mla_portable_geometry(int heads, int q_len, i
   g.rows = heads * q_len;
   g.threads = kXqajitMlaPortableThreads;
   g.rows_per_cta = p.rows_per_cta;
+  g.row_stride = p.rows_per_cta;
   g.row_blocks = (g.rows + p.rows_per_cta - 1) / p.rows_per_cta;
   g.stages = p.stages;
   g.smem_bytes = p.smem_bytes;

@@ -29,12 +29,12 @@ struct RowStateOf {
 // Rows rt * 16 + quad_row (+ 8) of row block rb before the first tile: nothing seen, and
 // the drafts each row's query token sees (padding rows take any valid token's: their
 // output is dropped).
-template <int kR, int kAccTiles>
+template <int kStride, int kAccTiles>
 __device__ __forceinline__ void init_rows(RowStateOf<kAccTiles>& st, const XqajitMlaArgs& args, int b, int rb, int rt,
                                           int quad_row) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    int t = (rb * kR + rt * 16 + quad_row + half * 8) / kHeads;
+    int t = (rb * kStride + rt * 16 + quad_row + half * 8) / kHeads;
     t = t < kQLen ? t : kQLen - 1;
     st.bits[half] = draft_bits(args, b, t, kQLen);
     st.row_max[half] = -__int_as_float(0x7f800000);
@@ -53,9 +53,10 @@ constexpr int cluster_merge_bytes() {
 }
 
 // Warp row tile `rt` holds rows 16 rt.. and output dims dim0..; `stats_owner`:
-// this warp writes the rows' (max, sum) partials (one warp per row tile).
+// this warp writes the rows' (max, sum) partials (one warp per row tile). Row r of the
+// CTA is the request's rb * kStride + r (shared_rows.cuh's real_row).
 // kClusterMerge: the kernel may run as split clusters (the host decides per launch).
-template <int kR, int kRows, int kThreads, bool kClusterMerge, int kAccTiles>
+template <int kR, int kStride, int kRows, int kThreads, bool kClusterMerge, int kAccTiles>
 __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateOf<kAccTiles>& st, unsigned char* smem,
                                             int merge_bytes, int* s_is_last, int split, int rb, int b, int rt, int dim0,
                                             bool stats_owner, float kv_scale, int lane) {
@@ -64,12 +65,13 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
   st.row_sum[1] = quad_sum(st.row_sum[1]);
   const bool multi = args.num_splits > 1;
   const long long cta_id = (long long)b * gridDim.y + rb;
-  const int valid_rows = kRows - rb * kR < kR ? kRows - rb * kR : kR;
+  const int first_row = rb * kStride;
+  const int valid_rows = kRows - first_row < kStride ? kRows - first_row : kStride;
   // A merged row -> its bf16 output, LSE and sink (every merge path).
   const auto store_merged = [&](int r, int d, const float(&o)[4], float m, float sum) {
-    const float scale = row_extras<kHeads>(args, b, rb * kR + r, m, sum, row_out_scale(m, sum, kv_scale), d == 0);
-    store_out_pair<kHeads>(args, b, rb * kR + r, d, o[0], o[1], scale);
-    store_out_pair<kHeads>(args, b, rb * kR + r, d + 2, o[2], o[3], scale);
+    const float scale = row_extras<kHeads>(args, b, first_row + r, m, sum, row_out_scale(m, sum, kv_scale), d == 0);
+    store_out_pair<kHeads>(args, b, first_row + r, d, o[0], o[1], scale);
+    store_out_pair<kHeads>(args, b, first_row + r, d + 2, o[2], o[3], scale);
   };
   if constexpr (kClusterMerge) {
     if (splits_form_cluster(args.num_splits)) {
@@ -112,14 +114,14 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
 #pragma unroll
         for (int p = 0; p < kXqajitMlaClusterSplits; ++p)
           if (m[p] != -__int_as_float(0x7f800000)) sum += l[p] * exp2f(m[p] - row_max);
-        row_scale[r] = row_extras<kHeads>(args, b, rb * kR + r, row_max, sum, row_out_scale(row_max, sum, kv_scale),
+        row_scale[r] = row_extras<kHeads>(args, b, first_row + r, row_max, sum, row_out_scale(row_max, sum, kv_scale),
                                           split_id == 0);
       }
       // (the merge's own cluster barrier orders these before its stores read them)
       split_merge_in_cluster<kV, kThreads>(acc, kStride, stats, args.num_splits, valid_rows,
                                            [&](int r, int d, const float(&o)[4], float, float) {
-                                             store_out_pair<kHeads>(args, b, rb * kR + r, d, o[0], o[1], row_scale[r]);
-                                             store_out_pair<kHeads>(args, b, rb * kR + r, d + 2, o[2], o[3],
+                                             store_out_pair<kHeads>(args, b, first_row + r, d, o[0], o[1], row_scale[r]);
+                                             store_out_pair<kHeads>(args, b, first_row + r, d + 2, o[2], o[3],
                                                                     row_scale[r]);
                                            });
       return;
@@ -128,8 +130,8 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
   const SplitPartials<kR, kV> partials(args.partial, (long long)args.batch * gridDim.y, args.num_splits, cta_id);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int r = rt * 16 + quad_row + half * 8, row = rb * kR + r;
-    if (row >= kRows) continue;  // padding rows are neither stored nor merged
+    const int r = rt * 16 + quad_row + half * 8, row = first_row + r;
+    if (!real_row<kR, kStride, kRows>(r, row)) continue;  // padding rows are neither stored nor merged
     float scale = row_out_scale(st.row_max[half], st.row_sum[half], kv_scale);
     if (!multi)
       scale = row_extras<kHeads>(args, b, row, st.row_max[half], st.row_sum[half], scale, stats_owner && quad_col == 0);
@@ -155,13 +157,13 @@ constexpr int kMergeMaxGroups = kXqajitMlaMergeMaxGroups;  // the host sizes the
 constexpr int kMergeMaxThreads = kMergeMaxGroups * kV / 4;
 constexpr int kMergeMaxSplits = 64;  // the host's kMaxSplits (split_plan.hpp)
 
-template <int kR, int kRows>
+template <int kR, int kStride, int kRows>
 __device__ __forceinline__ void merge_launch_row(const XqajitMlaArgs& args) {
   const int r = blockIdx.x, rb = blockIdx.y, b = blockIdx.z;
   pdl_wait();  // the partials are the decode grid's
   pdl_launch_dependents();
-  const int row = rb * kR + r;
-  if (row >= kRows) return;  // padding rows of the last row block
+  const int row = rb * kStride + r;
+  if (!real_row<kR, kStride, kRows>(r, row)) return;  // padding rows
   const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
   const SplitPartials<kR, kV> partials(args.partial, (long long)args.batch * gridDim.y, args.num_splits,
                                        (long long)b * gridDim.y + rb);

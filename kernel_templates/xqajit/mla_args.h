@@ -91,6 +91,8 @@ struct XqajitMlaArgs {
 struct XqajitMlaGeometry {
   int rows;             // q_len * H
   int rows_per_cta;     // rows of one CTA (padding rows past `rows` are computed, never stored)
+  int row_stride;       // request rows from one row block to the next: rows_per_cta, or fewer
+                        // where a CTA's last rows are padding (hopper: a token's heads, sparse)
   int row_blocks;       // CTAs along the rows of one request
   int threads;
   int stages;           // KV pipeline depth (0: does not fit this arch's shared memory)

@@ -225,9 +225,9 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   if (plan.spec.backend == Backend::hopper && split.num_splits == kXqajitMlaClusterSplits && plan.row_cluster == 1)
     plan.split_cluster = kXqajitMlaClusterSplits;
   plan.merge_launch = plan.split_cluster == 1 && split.num_splits > 1 &&
-                      split.num_splits * std::min(geo.rows, geo.rows_per_cta) > kLastCtaMergeRows;
+                      split.num_splits * std::min(geo.rows, geo.row_stride) > kLastCtaMergeRows;
   if (plan.merge_launch) {
-    plan.merge_grid[0] = static_cast<unsigned>(geo.rows_per_cta);
+    plan.merge_grid[0] = static_cast<unsigned>(geo.row_stride);  // a CTA's real rows (the rest is padding)
     plan.merge_grid[1] = plan.grid[1];
     plan.merge_grid[2] = plan.grid[2];
     plan.merge_threads = static_cast<unsigned>(xqajit_mla_merge_threads(plan.num_splits));

@@ -4,7 +4,6 @@
 // nothing: launch plans normalize and validate a spec on every call.
 
 #include "gqa/hopper_geometry.h"
-#include "mla/hopper_geometry.h"
 #include "xqajit/spec/spec.hpp"
 
 namespace xqajit::detail {
@@ -24,13 +23,6 @@ inline bool has_hopper(const Arch& arch) { return arch.number() == 90 && arch.ac
 // 41.4 / 41.7, 43.2 / 47.0): the tuner's to pick there, not a rule from one shape.
 inline Backend default_backend(Kind kind, const Arch& arch) {
   return kind == Kind::mla && has_hopper(arch) ? Backend::hopper : Backend::portable;
-}
-
-// The same for a whole spec: sparse MLA the hopper kernel does not take (below 64 heads with
-// several query tokens: its CTA's rows share one index list) runs the portable kernel.
-inline Backend default_backend(const KernelSpec& s) {
-  return s.sparse && !xqajit_mla_hopper_sparse_fits(s.group, s.q_len) ? Backend::portable
-                                                                       : default_backend(s.kind, s.arch);
 }
 
 // The hopper kernel's own N for the spec's rows (hopper_geometry.h).

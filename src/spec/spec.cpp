@@ -144,12 +144,6 @@ void validate_backend(const KernelSpec& s) {
                                 s.arch.str(),
                                 s.backend == Backend::hopper ? "; hopper needs sm_90a" : ""));
   }
-  // A hopper CTA's 64 rows share one index list: one query token's heads (mla/hopper_geometry.h).
-  if (s.sparse && s.backend == Backend::hopper && !xqajit_mla_hopper_sparse_fits(s.group, s.q_len))
-    throw SpecError("backend", "hopper",
-                    fmt::format("auto, portable (sparse=1 with group {} and q_len {}: a hopper CTA's 64 rows are "
-                                "one query token's heads, so below 64 heads it takes q_len 1; auto picks portable)",
-                                s.group, s.q_len));
   // The GQA hopper kernel's keys are wgmma M blocks of 64.
   if (s.kind == Kind::gqa && s.backend == Backend::hopper && s.kv_tile != 0 && s.kv_tile < 64)
     throw SpecError("kv_tile", std::to_string(s.kv_tile), "0 (default), 64, 128 (kind=gqa backend=hopper)");
@@ -262,7 +256,7 @@ void validate(const KernelSpec& s, const std::vector<int>& supported_archs) {
 KernelSpec normalized(const KernelSpec& spec, const std::vector<int>& supported_archs) {
   validate(spec, supported_archs);
   KernelSpec s = spec;
-  if (s.backend == Backend::automatic) s.backend = default_backend(s);
+  if (s.backend == Backend::automatic) s.backend = default_backend(s.kind, s.arch);
   // MLA's portable backend uses no arch-specific instruction: it is built for the
   // plain arch, so one cubin serves every GPU of that major (sm_90 runs on sm_90a).
   if (s.kind == Kind::mla && s.backend == Backend::portable) s.arch.accel = false;

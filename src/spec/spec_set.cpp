@@ -232,8 +232,7 @@ std::vector<FieldProduct> preset(const std::string& name, const std::vector<Arch
     } else if (name == "serving-dsa") {
       // DeepSeek-V3.2 sparse attention (DSA) decode: 16/32/64/128 heads (tensor-parallel 8
       // to data-parallel attention), decode and one MTP draft, page 64, a bf16 and the
-      // fp8-with-scales cache (kv=fp8ds, V3.2's 656-byte rows); the backend resolves by arch
-      // (hopper on sm_90a but for 16 / 32 heads at q_len 2: portable).
+      // fp8-with-scales cache (kv=fp8ds, V3.2's 656-byte rows); the backend resolves by arch.
       add_mla_serving(products, arch, fp8, {"16", "32", "64", "128"}, true);
     } else if (name == "smoke") {
       products.push_back({{"input", {"fp16"}},

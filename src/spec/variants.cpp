@@ -25,7 +25,7 @@ std::vector<Backend> backends_for(Kind kind, const Arch& arch) {
 
 Backend planned_backend(const KernelSpec& spec, bool split_launch) {
   if (spec.backend != Backend::automatic) return spec.backend;
-  if (spec.kind == Kind::mla) return default_backend(spec);
+  if (spec.kind == Kind::mla) return default_backend(spec.kind, spec.arch);
   // GQA on sm_90a, the measured rule (H200, same-run A/B, docs/KERNEL_NOTES.md h3-h7, h15).
   // An fp8 cache: hopper (session 5 run 5: 64x4096 129.9 vs 130.8 us for portable's
   // t128, 16x4096 38.6 vs 39.9, D=256 70.2 vs 74.0, B=1 L=8192 11.9 vs 12.4, page 16
@@ -46,7 +46,7 @@ Backend planned_backend(const KernelSpec& spec, bool split_launch) {
   const bool fp8 = spec.kv == DType::fp8;
   const bool hopper_16bit = !fp8 && ((spec.head_dim == 128 && (spec.q_len > 1 || split_launch)) ||
                                      (spec.head_dim == 256 && spec.q_len == 1));
-  return hopper_arch && (fp8 || hopper_16bit) ? Backend::hopper : default_backend(spec);
+  return hopper_arch && (fp8 || hopper_16bit) ? Backend::hopper : default_backend(spec.kind, spec.arch);
 }
 
 int planned_cta_rows(const KernelSpec& spec, long long batch_kv_heads, int sm_count, long long keys) {
@@ -105,7 +105,7 @@ std::vector<int> cta_rows_variants(const KernelSpec& spec) {
 
 std::vector<Backend> launch_backends(const KernelSpec& spec) {
   if (spec.backend != Backend::automatic) return {spec.backend};
-  std::vector<Backend> out{default_backend(spec)};
+  std::vector<Backend> out{default_backend(spec.kind, spec.arch)};
   for (const bool split : {false, true}) {
     const Backend planned = planned_backend(spec, split);
     if (std::find(out.begin(), out.end(), planned) == out.end()) out.push_back(planned);

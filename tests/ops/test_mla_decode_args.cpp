@@ -279,25 +279,25 @@ TEST_CASE("sparse mla_decode plans: hopper on sm_90a, a CTA's rows one token's h
             INFO(device.name << " kv=" << to_string(kv) << " H=" << heads << " q_len=" << q_len << " topk=" << topk);
             const MlaDecodePlan plan = mla_decode_plan(p, device);
             CHECK(plan.spec.sparse);
-            // Hopper on sm_90a but where its 64-row CTA would span two tokens' lists.
-            const bool hopper = device.best_arch().number() == 90 && (heads >= 64 || q_len == 1);
+            // Hopper on sm_90a at every head count and q_len.
+            const bool hopper = device.best_arch().number() == 90;
             CHECK(plan.spec.backend == (hopper ? Backend::hopper : Backend::portable));
             // A row block never spans two tokens: whole blocks of one token's heads, or one
-            // token's heads padded into one block.
+            // token's heads padded into one block, a block a query token.
             if (plan.rows_per_cta <= heads) {
               CHECK(heads % plan.rows_per_cta == 0);
               CHECK(plan.rows_per_cta * static_cast<int>(plan.grid[1]) == heads * q_len);
             } else {
-              CHECK(q_len == 1);
-              CHECK(plan.grid[1] == 1u);
+              CHECK(plan.grid[1] == static_cast<unsigned>(q_len));
             }
             CHECK(static_cast<long>(plan.num_splits) * plan.split_tokens >= topk);
             CHECK(plan.split_tokens % plan.spec.kv_tile == 0);
             CHECK(static_cast<int>(plan.smem_bytes) <= device.max_smem_per_block_optin);
             // Hopper: a producer warpgroup for fp8 rows and for H=128, whose token's two row
             // blocks are one cluster sharing each tile's gather (m21); no split cluster then.
-            // Not for fp8ds at 16 rows: its math warpgroups gather their own rows (m53).
-            const bool narrow_ds = kv == DType::fp8ds && heads * q_len == 16;
+            // Not for fp8ds at 16 heads (a CTA's 16 rows): its math warpgroups gather their own
+            // rows (m53).
+            const bool narrow_ds = kv == DType::fp8ds && heads == 16;
             const bool producer = hopper && (kv != DType::bf16 || heads == 128) && !narrow_ds;
             CHECK(plan.threads == (producer ? 384u : hopper ? 256u : plan.threads));
             CHECK(plan.row_cluster == (hopper && heads == 128 ? 2 : 1));
@@ -308,13 +308,25 @@ TEST_CASE("sparse mla_decode plans: hopper on sm_90a, a CTA's rows one token's h
   p.backend = Backend::hopper;
   CHECK(mla_decode_plan(p, h100()).spec.backend == Backend::hopper);
   CHECK(canonical_name(mla_decode_spec(p, h100().best_arch())).find("_sparse_hopper_") != std::string::npos);
-  // Below 64 heads a hopper CTA would hold two tokens' rows, which read different lists.
+  // Below 64 heads with several query tokens a hopper CTA takes one token's heads (its other
+  // rows padding): a row block a token, and the merge launch's rows are the real ones.
   p.num_heads = 32;
-  CHECK_THROWS_WITH(mla_decode_plan(p, h100()),
-                    Catch::Contains("backend=hopper") && Catch::Contains("sparse") && Catch::Contains("q_len 1"));
+  p.num_splits = 16;
+  const MlaDecodePlan tokens = mla_decode_plan(p, h100());
+  CHECK(tokens.grid[1] == 2u);
+  CHECK(tokens.rows_per_cta == 64);
+  if (tokens.merge_launch) CHECK(tokens.merge_grid[0] == 32u);
+  static_assert(xqajit_mla_hopper_geometry(16, 4, 64, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 90, 1).row_stride == 16,
+                "H=16 sparse at q_len 4: a CTA a token");
+  static_assert(xqajit_mla_hopper_geometry(16, 4, 64, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 90, 1).row_blocks == 4,
+                "H=16 sparse at q_len 4: four row blocks");
+  static_assert(xqajit_mla_hopper_geometry(16, 2, 64, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 90, 0).row_stride == 64,
+                "dense H=16 at q_len 2: both tokens in one CTA");
+  static_assert(xqajit_mla_hopper_geometry(16, 1, 64, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 90, 1).row_stride == 64,
+                "one row block at q_len 1: the kernels of session 34, unchanged");
+  p.num_splits = 0;
   p.backend = Backend::automatic;
-  CHECK(mla_decode_spec(p, h100().best_arch()).backend == Backend::portable);
-  CHECK(canonical_name(mla_decode_spec(p, h100().best_arch())).find("_sparse_portable_") != std::string::npos);
+  CHECK(mla_decode_spec(p, h100().best_arch()).backend == Backend::hopper);
   // Dense specs are unchanged: hopper on sm_90a, two warpgroups, no row cluster.
   CHECK(mla_decode_spec(valid_params(), h100().best_arch()).backend == Backend::hopper);
   CHECK(mla_decode_plan(valid_params(), h100()).threads == 256u);
@@ -381,7 +393,7 @@ TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, plans on 
   static_assert(xqajit_mla_hopper_geometry(128, 1, 64, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 90, 0).stages == 1,
                 "two fp8ds raw stages do not fit the hopper kernel");
   static_assert(xqajit_mla_hopper_geometry(128, 1, 64, XQAJIT_MLA_QK_DIM, 2, 90, 0).stages == 2, "fp8: two");
-  static_assert(xqajit_mla_hopper_geometry(16, 2, 64, XQAJIT_MLA_QK_DIM * 2, 2, 90, 1).stages == 0,
+  static_assert(xqajit_mla_hopper_geometry(16, 2, 64, XQAJIT_MLA_QK_DIM * 2, 2, 90, 1).row_blocks == 2,
                 "sparse hopper: one token's heads a CTA");
   MlaDecodeParams portable = ds();
   portable.backend = Backend::portable;

@@ -23,7 +23,7 @@ bool has_flag(const KernelSpec& s, const std::string& flag) {
 
 }  // namespace
 
-TEST_CASE("sparse MLA: a named field, hopper on sm_90a where a CTA's rows are one token's", "[spec][sparse]") {
+TEST_CASE("sparse MLA: a named field, hopper on sm_90a", "[spec][sparse]") {
   const KernelSpec s = spec_from_fields({{"kind", "mla"}, {"group", "128"}, {"q_len", "2"}, {"sparse", "1"},
                                          {"arch", "sm_90a"}});
   CHECK(s.sparse);
@@ -32,12 +32,15 @@ TEST_CASE("sparse MLA: a named field, hopper on sm_90a where a CTA's rows are on
   CHECK(parse_name(canonical_name(s)) == normalized(s));
   CHECK(planned_backend(s) == Backend::hopper);
   CHECK(launch_backends(s) == std::vector<Backend>{Backend::hopper});
-  // ...but to portable below 64 heads with several query tokens (a hopper CTA's 64 rows
-  // would hold two tokens, which read two index lists).
+  // ...below 64 heads with several query tokens too (a hopper CTA a token: its rows share
+  // one index list).
   const KernelSpec small = spec_from_fields({{"kind", "mla"}, {"group", "16"}, {"q_len", "2"}, {"sparse", "1"},
                                              {"arch", "sm_90a"}});
-  CHECK(canonical_name(small) == "mla_bf16_kvbf16_obf16_d576_p64_g16_q2_sw0_t32_sparse_portable_sm90");
-  CHECK(planned_backend(small) == Backend::portable);
+  CHECK(canonical_name(small) == "mla_bf16_kvbf16_obf16_d576_p64_g16_q2_sw0_t64_sparse_hopper_sm90a");
+  CHECK(planned_backend(small) == Backend::hopper);
+  CHECK(parse_name(canonical_name(small)) == normalized(small));
+  CHECK_NOTHROW(spec_from_fields({{"kind", "mla"}, {"group", "32"}, {"q_len", "2"}, {"sparse", "1"},
+                                  {"backend", "hopper"}, {"arch", "sm_90a"}}));
   CHECK(spec_to_fields(s).at("sparse") == "1");
   CHECK(spec_to_fields(spec_from_fields({{"kind", "mla"}, {"arch", "sm_90a"}})).at("sparse") == "0");
   const auto f = flags(s);
@@ -46,14 +49,10 @@ TEST_CASE("sparse MLA: a named field, hopper on sm_90a where a CTA's rows are on
   CHECK(canonical_name(spec_from_fields({{"kind", "mla"}, {"group", "128"}, {"arch", "sm_90"}})) ==
         "mla_bf16_kvbf16_obf16_d576_p64_g128_q1_sw0_t32_portable_sm90");
   // Refusals name the field, the value and what is allowed.
-  CHECK_THROWS_WITH(spec_from_fields({{"kind", "mla"}, {"group", "32"}, {"q_len", "2"}, {"sparse", "1"},
-                                      {"backend", "hopper"}, {"arch", "sm_90a"}}),
-                    Catch::Contains("backend=hopper") && Catch::Contains("sparse=1 with group 32 and q_len 2"));
   CHECK_THROWS_WITH(spec_from_fields({{"kind", "gqa"}, {"sparse", "1"}, {"arch", "sm_90a"}}),
                     Catch::Contains("sparse=1") && Catch::Contains("kind=mla"));
   CHECK_THROWS_WITH(spec_from_fields({{"kind", "mla"}, {"sparse", "2"}, {"arch", "sm_90a"}}),
                     Catch::Contains("sparse=2"));
-  CHECK_THROWS_AS(parse_name("mla_bf16_kvbf16_obf16_d576_p64_g16_q2_sw0_t64_sparse_hopper_sm90a"), SpecError);
   CHECK_THROWS_AS(parse_name("mla_bf16_kvbf16_obf16_d576_p64_g128_q2_sw0_t32_dense_portable_sm90"), SpecError);
 }
 

@@ -176,8 +176,8 @@ TEST_CASE("the serving-gqa preset covers the serving GQA family", "[spec_set][pr
   CHECK(expand(preset("serving-mla", {sm80})).specs.size() == 4);
 
   // serving-dsa (DeepSeek-V3.2 sparse): 2 cache types (bf16, fp8ds) x H 16/32/64/128 x q_len 1/2 per arch,
-  // all sparse; hopper on sm_90a but for 16 / 32 heads at q_len 2 (a hopper CTA's rows share
-  // one index list), portable elsewhere; bf16 only before sm_89.
+  // all sparse; hopper on sm_90a (below 64 heads at q_len 2, a CTA a token), portable elsewhere;
+  // bf16 only before sm_89.
   const SpecSet dsa = expand(preset("serving-dsa", {sm90a, sm120a}));
   CHECK(dsa.specs.size() == 32);
   int fp8ds = 0;  // the other cache type: V3.2's fp8-with-scales rows
@@ -185,7 +185,7 @@ TEST_CASE("the serving-gqa preset covers the serving GQA family", "[spec_set][pr
   CHECK(fp8ds == 16);
   for (const auto& s : dsa.specs) {
     CHECK(s.sparse);
-    const bool hopper = s.arch == sm90a && (s.group >= 64 || s.q_len == 1);
+    const bool hopper = s.arch == sm90a;
     CHECK(normalized(s).backend == (hopper ? Backend::hopper : Backend::portable));
     CHECK(canonical_name(normalized(s)).find(hopper ? "_sparse_hopper_" : "_sparse_portable_") != std::string::npos);
   }

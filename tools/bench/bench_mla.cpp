@@ -13,6 +13,7 @@
 //             page * page_size + offset, PCT % of them -1; the issue-31 shapes unless --shapes.
 //             GB/s = valid indices x the row's bytes (656 fp8ds, 1152 bf16) / time; TFLOP/s =
 //             2 * B * q_len * H * TOPK * (576 + 512) / time)
+//   bench_mla --backend hopper|portable   (that backend only; default every one this GPU runs)
 // The options combine, in any order.
 #include <fmt/format.h>
 
@@ -175,6 +176,12 @@ int main(int argc, char** argv) {
     const DeviceInfo info = Driver::instance().device(0);
     const double copy_bw = report_device(info);
     std::vector<Backend> backends = backends_for(Kind::mla, info.best_arch());
+    if (const char* one = flag_value(argc, argv, "--backend")) {
+      const Backend want = parse_backend(one);
+      if (std::find(backends.begin(), backends.end(), want) == backends.end())
+        throw ArgumentError(fmt::format("--backend {}: {} does not run it", one, info.name));
+      backends = {want};
+    }
     Options opts = Options::from_env();
     Engine engine(opts);
     CudaStream stream;
