@@ -29,12 +29,12 @@ struct RowStateOf {
 // Rows rt * 16 + quad_row (+ 8) of row block rb before the first tile: nothing seen, and
 // the drafts each row's query token sees (padding rows take any valid token's: their
 // output is dropped).
-template <int kStride, int kAccTiles>
+template <int kRowStride, int kAccTiles>
 __device__ __forceinline__ void init_rows(RowStateOf<kAccTiles>& st, const XqajitMlaArgs& args, int b, int rb, int rt,
                                           int quad_row) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    int t = (rb * kStride + rt * 16 + quad_row + half * 8) / kHeads;
+    int t = (rb * kRowStride + rt * 16 + quad_row + half * 8) / kHeads;
     t = t < kQLen ? t : kQLen - 1;
     st.bits[half] = draft_bits(args, b, t, kQLen);
     st.row_max[half] = -__int_as_float(0x7f800000);
@@ -54,9 +54,9 @@ constexpr int cluster_merge_bytes() {
 
 // Warp row tile `rt` holds rows 16 rt.. and output dims dim0..; `stats_owner`:
 // this warp writes the rows' (max, sum) partials (one warp per row tile). Row r of the
-// CTA is the request's rb * kStride + r (shared_rows.cuh's real_row).
+// CTA is the request's rb * kRowStride + r (shared_rows.cuh's real_row).
 // kClusterMerge: the kernel may run as split clusters (the host decides per launch).
-template <int kR, int kStride, int kRows, int kThreads, bool kClusterMerge, int kAccTiles>
+template <int kR, int kRowStride, int kRows, int kThreads, bool kClusterMerge, int kAccTiles>
 __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateOf<kAccTiles>& st, unsigned char* smem,
                                             int merge_bytes, int* s_is_last, int split, int rb, int b, int rt, int dim0,
                                             bool stats_owner, float kv_scale, int lane) {
@@ -65,8 +65,8 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
   st.row_sum[1] = quad_sum(st.row_sum[1]);
   const bool multi = args.num_splits > 1;
   const long long cta_id = (long long)b * gridDim.y + rb;
-  const int first_row = rb * kStride;
-  const int valid_rows = kRows - first_row < kStride ? kRows - first_row : kStride;
+  const int first_row = rb * kRowStride;
+  const int valid_rows = kRows - first_row < kRowStride ? kRows - first_row : kRowStride;
   // A merged row -> its bf16 output, LSE and sink (every merge path).
   const auto store_merged = [&](int r, int d, const float(&o)[4], float m, float sum) {
     const float scale = row_extras<kHeads>(args, b, first_row + r, m, sum, row_out_scale(m, sum, kv_scale), d == 0);
@@ -78,9 +78,9 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
       // This CTA's partial rows -> its own shared memory, where the cluster's splits read
       // them: no workspace round trip and no merge launch (B=32 H=128 with two splits
       // spent ~25 us on those, session 22 run 5).
-      constexpr int kStride = kClusterRowStride;
+      constexpr int kAccStride = kClusterRowStride;
       float* const acc = reinterpret_cast<float*>(smem);
-      float* const stats = acc + kR * kStride;
+      float* const stats = acc + kR * kAccStride;
       __syncthreads();  // the pipeline region is free
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -88,12 +88,12 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
 #pragma unroll
         for (int i = 0; i < kAccTiles; ++i) {
           const int d = dim0 + i * 8 + 2 * quad_col;
-          *reinterpret_cast<float2*>(acc + r * kStride + d) = make_float2(st.acc[i][2 * half], st.acc[i][2 * half + 1]);
+          *reinterpret_cast<float2*>(acc + r * kAccStride + d) = make_float2(st.acc[i][2 * half], st.acc[i][2 * half + 1]);
         }
         if (stats_owner && quad_col == 0) stats[2 * r] = st.row_max[half], stats[2 * r + 1] = st.row_sum[half];
       }
       if (args.lse == nullptr && args.attn_sink == nullptr) {
-        split_merge_in_cluster<kV, kThreads>(acc, kStride, stats, args.num_splits, valid_rows, store_merged);
+        split_merge_in_cluster<kV, kThreads>(acc, kAccStride, stats, args.num_splits, valid_rows, store_merged);
         return;
       }
       // lse or sinks: each row's final scale once, not once per output vector on the merge's
@@ -118,7 +118,7 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
                                           split_id == 0);
       }
       // (the merge's own cluster barrier orders these before its stores read them)
-      split_merge_in_cluster<kV, kThreads>(acc, kStride, stats, args.num_splits, valid_rows,
+      split_merge_in_cluster<kV, kThreads>(acc, kAccStride, stats, args.num_splits, valid_rows,
                                            [&](int r, int d, const float(&o)[4], float, float) {
                                              store_out_pair<kHeads>(args, b, first_row + r, d, o[0], o[1], row_scale[r]);
                                              store_out_pair<kHeads>(args, b, first_row + r, d + 2, o[2], o[3],
@@ -131,7 +131,7 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = rt * 16 + quad_row + half * 8, row = first_row + r;
-    if (!real_row<kR, kStride, kRows>(r, row)) continue;  // padding rows are neither stored nor merged
+    if (!real_row<kR, kRowStride, kRows>(r, row)) continue;  // padding rows are neither stored nor merged
     float scale = row_out_scale(st.row_max[half], st.row_sum[half], kv_scale);
     if (!multi)
       scale = row_extras<kHeads>(args, b, row, st.row_max[half], st.row_sum[half], scale, stats_owner && quad_col == 0);
@@ -157,13 +157,13 @@ constexpr int kMergeMaxGroups = kXqajitMlaMergeMaxGroups;  // the host sizes the
 constexpr int kMergeMaxThreads = kMergeMaxGroups * kV / 4;
 constexpr int kMergeMaxSplits = 64;  // the host's kMaxSplits (split_plan.hpp)
 
-template <int kR, int kStride, int kRows>
+template <int kR, int kRowStride, int kRows>
 __device__ __forceinline__ void merge_launch_row(const XqajitMlaArgs& args) {
   const int r = blockIdx.x, rb = blockIdx.y, b = blockIdx.z;
   pdl_wait();  // the partials are the decode grid's
   pdl_launch_dependents();
-  const int row = rb * kStride + r;
-  if (!real_row<kR, kStride, kRows>(r, row)) return;  // padding rows
+  const int row = rb * kRowStride + r;
+  if (!real_row<kR, kRowStride, kRows>(r, row)) return;  // padding rows
   const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
   const SplitPartials<kR, kV> partials(args.partial, (long long)args.batch * gridDim.y, args.num_splits,
                                        (long long)b * gridDim.y + rb);

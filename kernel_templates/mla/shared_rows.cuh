@@ -12,12 +12,12 @@
 namespace xqajit {
 namespace mla {
 
-// Row r of a CTA of row block rb is the request's row rb * kStride + r: kStride is the CTA's
-// kR rows, or fewer where the rest of its tile is padding (hopper sparse: a query token's
-// heads a CTA). A row is loaded and stored only if it is one of the CTA's and exists.
-template <int kR, int kStride, int kRows>
+// Row r of a CTA of row block rb is the request's row rb * kRowStride + r: kRowStride is
+// the CTA's kR rows, or fewer where the rest of its tile is padding (hopper sparse: a query
+// token's heads a CTA). A row is loaded and stored only if it is one of the CTA's and exists.
+template <int kR, int kRowStride, int kRows>
 __device__ __forceinline__ bool real_row(int r, int row) {
-  return (kStride == kR || r < kStride) && row < kRows;
+  return (kRowStride == kR || r < kRowStride) && row < kRows;
 }
 
 // Per-row visibility of draft keys: a bit mask over the last q_len keys.

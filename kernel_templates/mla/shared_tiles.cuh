@@ -30,16 +30,16 @@ __device__ __forceinline__ const unsigned char* q_row(const XqajitMlaArgs& args,
 
 // The CTA's kR rows of Q (row block rb of request b, shared_rows.cuh's real_row) -> bf16,
 // zeros for padding rows.
-template <int kR, int kStride, int kRows, int kThreads, class Offset>
+template <int kR, int kRowStride, int kRows, int kThreads, class Offset>
 __device__ __forceinline__ void stage_q(const XqajitMlaArgs& args, unsigned char* q_smem, int b, int rb, int tid,
                                         Offset offset) {
   constexpr int kChunks = kQk * (kFp8Q ? 1 : 2) / 16;  // 16-byte chunks of one Q row in global memory
   for (int i = tid; i < kR * kChunks; i += kThreads) {
     const int r = i / kChunks, chunk = i % kChunks;
-    const int row = rb * kStride + r;
+    const int row = rb * kRowStride + r;
     U32x4 v = {0, 0, 0, 0};
     const unsigned char* const src = q_row(args, b, row);
-    if (real_row<kR, kStride, kRows>(r, row)) v = *reinterpret_cast<const U32x4*>(src + chunk * 16);
+    if (real_row<kR, kRowStride, kRows>(r, row)) v = *reinterpret_cast<const U32x4*>(src + chunk * 16);
     if constexpr (kFp8Q) {
       U32x4 lo, hi;
       e4m3x16_to_bf16(v, lo, hi);
