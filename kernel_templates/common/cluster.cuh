@@ -80,10 +80,11 @@ __device__ __forceinline__ void mbarrier_arrive_remote(u32 remote) {
 // async proxy: a thread's earlier st.shared there needs fence.proxy.async first.)
 __device__ __forceinline__ void bulk_copy_to_peer(u32 remote, u32 local, u32 bytes, u32 remote_bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   remote),
-               "r"(local), "r"(bytes), "r"(remote_bar)
-               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          remote),
+      "r"(local), "r"(bytes), "r"(remote_bar)
+      : "memory");
 #endif
 }
 

@@ -122,8 +122,10 @@ static_assert(kRowCluster == 1 || (kProducer && kR * kRowCluster == kHeads), "a 
 static_assert(kTile == 64, "each warpgroup's S is 32 keys: half of a 64-key tile");
 static_assert(CACHE_ELEM_ENUM == 0 || CACHE_ELEM_ENUM == 2, "CACHE_ELEM_ENUM: 0 (bf16) or 2 (fp8)");
 static_assert(!kFp8Q || kFp8Cache, "an fp8 Q needs an fp8 cache");
-static_assert(!MLA_SPARSE || kHeads % kRowStride == 0 || kQLen == 1, "sparse: a CTA's rows are one query token's heads");
-static_assert(kRowStride == kR || (MLA_SPARSE && kRowStride == kHeads), "padding rows: a sparse token's CTA only");
+static_assert(!MLA_SPARSE || kHeads % kRowStride == 0 || kQLen == 1,
+              "sparse: a CTA's rows are one query token's heads");
+static_assert(kRowStride == kR || (MLA_SPARSE && kRowStride == kHeads),
+              "padding rows: a sparse token's CTA only");
 
 // Byte offset of 16-byte chunk `chunk` (of 72) of row `row` in a swizzled operand
 // block of `rows` rows: [column block][row][128 B], chunk ^ (row & 7) in the atom.

@@ -16,8 +16,8 @@ static_assert(mla::cluster_merge_bytes<kR>() <= kGeo.merge_bytes, "a split clust
 __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowState& st, unsigned char* smem,
                                             int* s_is_last, int split, int rb, int b, int rt, int wg, float kv_scale,
                                             int lane) {
-  mla::finish_rows<kR, kRowStride, kRows, kThreads, true>(args, st, smem, kGeo.merge_bytes, s_is_last, split, rb, b, rt, wg * kWgDims,
-                                          wg == 0, kv_scale, lane);
+  mla::finish_rows<kR, kRowStride, kRows, kThreads, true>(args, st, smem, kGeo.merge_bytes, s_is_last, split,
+                                                          rb, b, rt, wg * kWgDims, wg == 0, kv_scale, lane);
 }
 
 }  // namespace mla_hopper

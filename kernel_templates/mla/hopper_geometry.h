@@ -158,10 +158,10 @@ constexpr XqajitMlaGeometry xqajit_mla_hopper_geometry(int heads, int q_len, int
   // The producer's two buffers are bf16 tiles: the tile i + 1 in flight under tile i.
   const int stages = producer || xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, 2, 0) <= budget ? 2 : 1;
   g.smem_bytes = xqajit_mla_hopper_smem(kv_tile, row_bytes, sparse, stages, producer);
-  if (xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, q_bytes, sparse) &&
-      xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes, xqajit_mla_hopper_cta_rows(heads, q_len, sparse)) >
-          g.smem_bytes)  // either schedule's map fits
-    g.smem_bytes = xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes, xqajit_mla_hopper_cta_rows(heads, q_len, sparse));
+  const int cta_rows = xqajit_mla_hopper_cta_rows(heads, q_len, sparse);
+  const int qgmma_smem = xqajit_mla_hopper_qgmma_smem(kv_tile, q_bytes, cta_rows);
+  if (xqajit_mla_hopper_qgmma(heads, q_len, row_bytes, q_bytes, sparse) && qgmma_smem > g.smem_bytes)
+    g.smem_bytes = qgmma_smem;  // either schedule's map fits
   g.stages = builds && g.smem_bytes <= budget ? stages : 0;
   g.merge_bytes = g.smem_bytes - 1024;
   return g;

@@ -163,7 +163,8 @@ __device__ __forceinline__ void zero_cols_tail(unsigned char* tile, int valid, i
 
 // The CTA's Q rows and fp8 tiles -> bf16 in this backend's swizzled layout (mla/shared_tiles.cuh).
 __device__ __forceinline__ void stage_q(const XqajitMlaArgs& args, unsigned char* q_smem, int b, int rb, int tid) {
-  mla::stage_q<kR, kRowStride, kRows, kThreads>(args, q_smem, b, rb, tid, [](int r, int c) { return sw128_offset(r, c, kR); });
+  mla::stage_q<kR, kRowStride, kRows, kThreads>(args, q_smem, b, rb, tid,
+                                                [](int r, int c) { return sw128_offset(r, c, kR); });
 }
 // QGMMA: the CTA's kR rows of the fp8 Q as they are, [5 column blocks][row][128 B] with
 // the 128-byte swizzle; the last block's second half (dims 576..639) and padding rows zeros.

@@ -57,8 +57,8 @@ struct NarrowQgSmem : QgBuffers {
 // Over an fp8ds cache only the 512 latent values are split; the rope stays bf16 in column
 // block 4 (rows 0-15), for the rope's bf16 products (mla/hopper_narrow_qg_ds.cuh).
 // `first_row`: the CTA's first row of the request (a sparse token's CTA: its token's).
-__device__ __forceinline__ void stage_q_split_narrow(const XqajitMlaArgs& args, unsigned char* q_smem, float* q_inv,
-                                                     int b, int first_row, int tid) {
+__device__ __forceinline__ void stage_q_split_narrow(const XqajitMlaArgs& args, unsigned char* q_smem,
+                                                     float* q_inv, int b, int first_row, int tid) {
   constexpr int kSplitValues = MLA_FP8DS ? kV : kQk;
   constexpr int kLanes = kThreads / kN;            // 16 threads a row
   constexpr int kRuns = kSplitValues / 4 / kLanes;  // runs of 4 values a thread
@@ -292,9 +292,9 @@ __device__ __forceinline__ void narrow_qg_rows(NarrowQgState& ns, RowState& st, 
 // tiles (each by `math`: NarrowQgPlain or NarrowQgDs), then st as finish_rows takes it.
 // `bars`: kQgBuffers x kQ8Blocks mbarriers, initialised.
 template <class TileMath>
-__device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs& args, const TmaTileLoader& tma,
-                                              unsigned char* smem, u32 bars, const SeesawSplit& sp, TileMath math,
-                                              int b, int rb, int tid) {
+__device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs& args,
+                                              const TmaTileLoader& tma, unsigned char* smem, u32 bars,
+                                              const SeesawSplit& sp, TileMath math, int b, int rb, int tid) {
   static_assert(!kNarrowQg || kQgBuffers == 4, "two tile buffers a warpgroup");
   const int lane = tid & 31, wg = warp_uniform(tid >> 7), rt = warp_uniform((tid >> 5) & 3);
   NarrowQgSmem sm;
@@ -317,8 +317,10 @@ __device__ __forceinline__ void narrow_qg_cta(RowState& st, const XqajitMlaArgs&
   }
   // (row block 0 where there is one: the compiler cannot know that rb is 0 there)
   const int q_block = kGeo.row_blocks == 1 ? 0 : rb;
-  if constexpr (kQgSplit) stage_q_split_narrow(args, smem + kQOff, q_inv, b, q_block * kRowStride, tid);
-  else stage_q8(args, smem + kQOff, b, q_block, tid);
+  if constexpr (kQgSplit)
+    stage_q_split_narrow(args, smem + kQOff, q_inv, b, q_block * kRowStride, tid);
+  else
+    stage_q8(args, smem + kQOff, b, q_block, tid);
   fence_proxy_async();  // Q's st.shared -> visible to wgmma
   __syncthreads();
 

@@ -227,7 +227,9 @@ __device__ __forceinline__ void produce_split(const TileProducer& producer, int 
     fence_proxy_async();  // this thread's st.shared -> visible to wgmma and the bulk copies
     if constexpr (kRowCluster > 1) {
       named_barrier_sync(kFillBarrier, kProducerThreads);  // every producer thread's rows are stored
-      if (ptid == 0) copy_fill_to_peer(smem_addr(bufs) + b * kBufBytes, peer_bufs + b * kBufBytes, peer_bars + 8 * b, rank);
+      if (ptid == 0)
+        copy_fill_to_peer(smem_addr(bufs) + b * kBufBytes, peer_bufs + b * kBufBytes, peer_bars + 8 * b,
+                          rank);
     }
     mbarrier_arrive(bars + 8 * b);  // release: the key flags, the converted rows
   }

@@ -12,8 +12,8 @@ namespace mla_portable {
 
 __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowState& st, unsigned char* smem, int* s_is_last,
                                             int split, int rb, int b, int rt, int slice, float kv_scale, int lane) {
-  mla::finish_rows<kR, kR, kRows, kThreads, false>(args, st, smem, kGeo.merge_bytes, s_is_last, split, rb, b, rt,
-                                          slice * kSliceDims, slice == 0, kv_scale, lane);
+  mla::finish_rows<kR, kR, kRows, kThreads, false>(args, st, smem, kGeo.merge_bytes, s_is_last, split, rb, b,
+                                                   rt, slice * kSliceDims, slice == 0, kv_scale, lane);
 }
 
 }  // namespace mla_portable

@@ -76,7 +76,8 @@ struct TileLoader {
 
 // The CTA's Q rows and fp8 tiles -> bf16 in this backend's swizzled layout (mla/shared_tiles.cuh).
 __device__ __forceinline__ void stage_q(const XqajitMlaArgs& args, unsigned char* q_smem, int b, int rb, int tid) {
-  mla::stage_q<kR, kR, kRows, kThreads>(args, q_smem, b, rb, tid, [](int r, int c) { return swizzle(r, c, kRowBytes); });
+  mla::stage_q<kR, kR, kRows, kThreads>(args, q_smem, b, rb, tid,
+                                        [](int r, int c) { return swizzle(r, c, kRowBytes); });
 }
 __device__ __forceinline__ void convert_tile(const unsigned char* raw, unsigned char* tile16, int tid) {
   mla::convert_tile<kThreads>(raw, tile16, tid, [](int r, int c) { return swizzle(r, c, kRowBytes); });

@@ -30,8 +30,8 @@ struct RowStateOf {
 // the drafts each row's query token sees (padding rows take any valid token's: their
 // output is dropped).
 template <int kRowStride, int kAccTiles>
-__device__ __forceinline__ void init_rows(RowStateOf<kAccTiles>& st, const XqajitMlaArgs& args, int b, int rb, int rt,
-                                          int quad_row) {
+__device__ __forceinline__ void init_rows(RowStateOf<kAccTiles>& st, const XqajitMlaArgs& args, int b, int rb,
+                                          int rt, int quad_row) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     int t = (rb * kRowStride + rt * 16 + quad_row + half * 8) / kHeads;
@@ -57,9 +57,10 @@ constexpr int cluster_merge_bytes() {
 // CTA is the request's rb * kRowStride + r (shared_rows.cuh's real_row).
 // kClusterMerge: the kernel may run as split clusters (the host decides per launch).
 template <int kR, int kRowStride, int kRows, int kThreads, bool kClusterMerge, int kAccTiles>
-__device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateOf<kAccTiles>& st, unsigned char* smem,
-                                            int merge_bytes, int* s_is_last, int split, int rb, int b, int rt, int dim0,
-                                            bool stats_owner, float kv_scale, int lane) {
+__device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateOf<kAccTiles>& st,
+                                            unsigned char* smem, int merge_bytes, int* s_is_last, int split,
+                                            int rb, int b, int rt, int dim0, bool stats_owner, float kv_scale,
+                                            int lane) {
   const int quad_row = lane >> 2, quad_col = lane & 3;
   st.row_sum[0] = quad_sum(st.row_sum[0]);
   st.row_sum[1] = quad_sum(st.row_sum[1]);
@@ -69,7 +70,8 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
   const int valid_rows = kRows - first_row < kRowStride ? kRows - first_row : kRowStride;
   // A merged row -> its bf16 output, LSE and sink (every merge path).
   const auto store_merged = [&](int r, int d, const float(&o)[4], float m, float sum) {
-    const float scale = row_extras<kHeads>(args, b, first_row + r, m, sum, row_out_scale(m, sum, kv_scale), d == 0);
+    const float scale =
+        row_extras<kHeads>(args, b, first_row + r, m, sum, row_out_scale(m, sum, kv_scale), d == 0);
     store_out_pair<kHeads>(args, b, first_row + r, d, o[0], o[1], scale);
     store_out_pair<kHeads>(args, b, first_row + r, d + 2, o[2], o[3], scale);
   };
@@ -88,12 +90,14 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
 #pragma unroll
         for (int i = 0; i < kAccTiles; ++i) {
           const int d = dim0 + i * 8 + 2 * quad_col;
-          *reinterpret_cast<float2*>(acc + r * kAccStride + d) = make_float2(st.acc[i][2 * half], st.acc[i][2 * half + 1]);
+          *reinterpret_cast<float2*>(acc + r * kAccStride + d) =
+              make_float2(st.acc[i][2 * half], st.acc[i][2 * half + 1]);
         }
         if (stats_owner && quad_col == 0) stats[2 * r] = st.row_max[half], stats[2 * r + 1] = st.row_sum[half];
       }
       if (args.lse == nullptr && args.attn_sink == nullptr) {
-        split_merge_in_cluster<kV, kThreads>(acc, kAccStride, stats, args.num_splits, valid_rows, store_merged);
+        split_merge_in_cluster<kV, kThreads>(acc, kAccStride, stats, args.num_splits, valid_rows,
+                                             store_merged);
         return;
       }
       // lse or sinks: each row's final scale once, not once per output vector on the merge's
@@ -114,16 +118,16 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
 #pragma unroll
         for (int p = 0; p < kXqajitMlaClusterSplits; ++p)
           if (m[p] != -__int_as_float(0x7f800000)) sum += l[p] * exp2f(m[p] - row_max);
-        row_scale[r] = row_extras<kHeads>(args, b, first_row + r, row_max, sum, row_out_scale(row_max, sum, kv_scale),
-                                          split_id == 0);
+        row_scale[r] = row_extras<kHeads>(args, b, first_row + r, row_max, sum,
+                                          row_out_scale(row_max, sum, kv_scale), split_id == 0);
       }
       // (the merge's own cluster barrier orders these before its stores read them)
-      split_merge_in_cluster<kV, kThreads>(acc, kAccStride, stats, args.num_splits, valid_rows,
-                                           [&](int r, int d, const float(&o)[4], float, float) {
-                                             store_out_pair<kHeads>(args, b, first_row + r, d, o[0], o[1], row_scale[r]);
-                                             store_out_pair<kHeads>(args, b, first_row + r, d + 2, o[2], o[3],
-                                                                    row_scale[r]);
-                                           });
+      split_merge_in_cluster<kV, kThreads>(
+          acc, kAccStride, stats, args.num_splits, valid_rows,
+          [&](int r, int d, const float(&o)[4], float, float) {
+            store_out_pair<kHeads>(args, b, first_row + r, d, o[0], o[1], row_scale[r]);
+            store_out_pair<kHeads>(args, b, first_row + r, d + 2, o[2], o[3], row_scale[r]);
+          });
       return;
     }
   }

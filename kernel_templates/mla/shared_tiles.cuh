@@ -31,8 +31,8 @@ __device__ __forceinline__ const unsigned char* q_row(const XqajitMlaArgs& args,
 // The CTA's kR rows of Q (row block rb of request b, shared_rows.cuh's real_row) -> bf16,
 // zeros for padding rows.
 template <int kR, int kRowStride, int kRows, int kThreads, class Offset>
-__device__ __forceinline__ void stage_q(const XqajitMlaArgs& args, unsigned char* q_smem, int b, int rb, int tid,
-                                        Offset offset) {
+__device__ __forceinline__ void stage_q(const XqajitMlaArgs& args, unsigned char* q_smem, int b, int rb,
+                                        int tid, Offset offset) {
   constexpr int kChunks = kQk * (kFp8Q ? 1 : 2) / 16;  // 16-byte chunks of one Q row in global memory
   for (int i = tid; i < kR * kChunks; i += kThreads) {
     const int r = i / kChunks, chunk = i % kChunks;

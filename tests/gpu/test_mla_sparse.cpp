@@ -285,8 +285,8 @@ TEST_CASE("sparse mla_decode matches the float64 reference on a randomized grid"
   for (Backend b : backends) {
     for (int i = 0; i < n; ++i) cases.push_back(random_case(b, i));
     if (device_has_fp8())
-      for (int i = 0; i < n / 4; ++i) {  // H=16 over fp8ds: the hopper narrow schedule's gather
-        SparseCase c = random_case(b, 3);  // (m53; case 3 of cycle_dtypes: bf16 Q over fp8ds),
+      for (int i = 0; i < n / 4; ++i) {              // H=16 over fp8ds: the hopper narrow schedule's gather
+        SparseCase c = random_case(b, 3);            // (m53; case 3 of cycle_dtypes: bf16 Q over fp8ds),
         c.heads = 16, c.q_len = pick({1, 1, 2, 4});  // a CTA a query token from q_len 2
         cases.push_back(c);
       }
@@ -298,7 +298,7 @@ TEST_CASE("sparse mla_decode matches the float64 reference on a randomized grid"
     v32.num_pages = 400;
     cases.push_back(v32);
     v32.heads = 16;  // tensor-parallel 8, with sinks and FlashMLA's LSE layout
-    v32.q_len = 2;  // V3.2's MTP: a hopper CTA a query token
+    v32.q_len = 2;   // V3.2's MTP: a hopper CTA a query token
     v32.batch = 4;
     v32.sinks = true;
     v32.lse_layout = 2;

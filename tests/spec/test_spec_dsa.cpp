@@ -39,8 +39,12 @@ TEST_CASE("sparse MLA: a named field, hopper on sm_90a", "[spec][sparse]") {
   CHECK(canonical_name(small) == "mla_bf16_kvbf16_obf16_d576_p64_g16_q2_sw0_t64_sparse_hopper_sm90a");
   CHECK(planned_backend(small) == Backend::hopper);
   CHECK(parse_name(canonical_name(small)) == normalized(small));
-  CHECK_NOTHROW(spec_from_fields({{"kind", "mla"}, {"group", "32"}, {"q_len", "2"}, {"sparse", "1"},
-                                  {"backend", "hopper"}, {"arch", "sm_90a"}}));
+  CHECK_NOTHROW(spec_from_fields({{"kind", "mla"},
+                                  {"group", "32"},
+                                  {"q_len", "2"},
+                                  {"sparse", "1"},
+                                  {"backend", "hopper"},
+                                  {"arch", "sm_90a"}}));
   CHECK(spec_to_fields(s).at("sparse") == "1");
   CHECK(spec_to_fields(spec_from_fields({{"kind", "mla"}, {"arch", "sm_90a"}})).at("sparse") == "0");
   const auto f = flags(s);
