@@ -9,12 +9,14 @@
 //
 // Crossover (kRowCluster 2, H=128: m21): the token's two 64-head row blocks are
 // one cluster and read the same rows, so each CTA's producer gathers and converts
-// half of every tile's keys (32) into its own buffer, then one thread copies that
-// half into the peer's buffer over distributed shared memory by nine bulk copies
-// (m55; one a column block, 4 KB each): each SM fetches and converts half a tile a
-// step. Without it (m20) one tile in flight cost a whole tile's gather latency,
-// which the math could not hide. m21-m54 sent each 16-byte chunk by its own
-// st.async (2304 a tile), which cost the producer 0.8 us a tile (session 35 run 2).
+// half of every tile's keys (32) into its own buffer, and each producer warp copies
+// its 8 rows into the peer's buffer over distributed shared memory by bulk copies,
+// two column blocks at a time as soon as it has stored them (m55, m56): each SM
+// fetches and converts half a tile a step. Without it (m20) one tile in flight cost a
+// whole tile's gather latency, which the math could not hide. m21-m54 sent each
+// 16-byte chunk by its own st.async (2304 a tile), which cost the producer 0.8 us a
+// tile (session 35 run 2); one copy of the whole half tile after it was stored
+// (m55) put the copy's latency on the buffers' round trip.
 //
 // Per thread: one key row (of the kFillKeys this CTA fills) and every kParts-th
 // 16-byte chunk of it, so a warp's load covers 8 (or 16) rows x 64 (32) contiguous
@@ -34,7 +36,6 @@
 #include "common/cluster.cuh"
 #include "common/memory.cuh"
 #include "common/mma.cuh"
-#include "common/named_barrier.cuh"
 #include "common/tma.cuh"
 #include "mla/hopper_config.cuh"
 #include "mla/shared_sparse.cuh"
@@ -47,7 +48,13 @@ constexpr int kProducerThreads = kXqajitMlaHopperProducerThreads;
 constexpr int kFillKeys = kTile / kRowCluster;           // keys of a tile one CTA's producer fills
 constexpr int kParts = kProducerThreads / kFillKeys;     // producer threads a key row
 constexpr u32 kPeerBytes = (u32)(kTile - kFillKeys) * kQk * 2;  // bytes a peer sends a tile
-constexpr int kFillBarrier = 4;  // the producer warps' named barrier (math: 1-3)
+constexpr int kWarpKeys = 32 / kParts;  // key rows one producer warp fills (contiguous)
+// Crossover: a warp copies its rows of an fp8 cache's tile to the peer two column blocks at a
+// time (m56; H=128 B=128 q_len 2 over fp8ds: one copy of the CTA's whole half tile once it was
+// stored (m55) 422 us, groups of three 376, of two 367, of one 374; session 35 runs 5-6). A
+// bf16 tile's rows go once they are all stored: two groups cost 3-4 %.
+constexpr int kStoredGroup = 2;
+static_assert(kRowCluster == 1 || kParts == 4, "crossover: a thread's e4m3 chunk j is column block j");
 constexpr int kEmptyArrivals = (kThreads / 32) * kRowCluster;  // math warps reading a buffer
 static_assert(kFillKeys * kParts == kProducerThreads, "whole key rows per producer thread group");
 
@@ -78,19 +85,28 @@ struct RowStore {
   }
 };
 
-// Crossover: this CTA's kFillKeys rows of buffer `buf` (the same rows of each 128-byte
-// column block, contiguous there) -> the same place in the peer's buffer `peer_buf`, completing
-// on the peer's full barrier. After every producer thread's stores of the tile, fenced to the
-// async proxy. The buffer is not written again before the peer's math warps, which wait for
-// these bytes, have released it.
-__device__ __forceinline__ void copy_fill_to_peer(u32 buf, u32 peer_buf, u32 peer_full, u32 rank) {
-  constexpr u32 kBytes = (u32)kFillKeys * 128;  // one column block's rows of this CTA
-#pragma unroll
-  for (int cb = 0; cb < kColBlocks; ++cb) {
-    const u32 off = (u32)cb * kTile * 128 + rank * kBytes;
-    bulk_copy_to_peer(peer_buf + off, buf + off, kBytes, peer_full);
+// Crossover: one producer warp's kWarpKeys rows (`rows`: their first 128-byte atom row in
+// column block 0 of this CTA's buffer; contiguous in every block) of column blocks
+// [first, last) -> the same place in the peer's buffer (`peer_rows`), completing on the peer's
+// full barrier: by lane 0, once the warp's stores of those blocks are fenced to the async
+// proxy and __syncwarp'd. The buffer is not written again before the peer's math warps, which
+// wait for these bytes, have released it.
+// fill's `stored` action there (m56); NoPeerCopy elsewhere.
+struct PeerRowsCopy {
+  u32 rows, peer_rows, peer_full;  // shared::cta, shared::cluster, shared::cluster
+  bool issuer;                     // lane 0 of the warp
+  __device__ __forceinline__ void operator()(int first, int last) const {
+    fence_proxy_async();  // this thread's st.shared -> visible to the bulk copies (and wgmma)
+    __syncwarp();
+    if (!issuer) return;
+    for (int cb = first; cb < last; ++cb)
+      bulk_copy_to_peer(peer_rows + (u32)cb * kTile * 128, rows + (u32)cb * kTile * 128, kWarpKeys * 128,
+                        peer_full);
   }
-}
+};
+struct NoPeerCopy {
+  __device__ __forceinline__ void operator()(int, int) const {}
+};
 
 struct TileProducer {
   const unsigned char* kv_base;
@@ -132,8 +148,11 @@ struct TileProducer {
   // key's swizzle, key & 7) -> `out`, once `ready()` says the buffer is free: the loads go
   // out first. Part `part` of kParts takes every kParts-th 16-byte chunk of the row as it
   // lies in global memory, so the row's threads read contiguous bytes together.
-  template <class Ready>
-  __device__ __forceinline__ void fill(int s, const RowStore& out, int part, u32 x, Ready ready) const {
+  // `stored(first, last)`: this thread has stored its chunks of column blocks [first, last)
+  // (called in order, the last call ending at kColBlocks; crossover's copies).
+  template <class Ready, class Stored>
+  __device__ __forceinline__ void fill(int s, const RowStore& out, int part, u32 x, Ready ready,
+                                       Stored stored) const {
     const unsigned char* const src = row(s);
     const unsigned char* const mine = src + part * 16;
     const U32x4 zero = {0, 0, 0, 0};
@@ -150,6 +169,7 @@ struct TileProducer {
         if (round == 0) ready();
 #pragma unroll
         for (int j = 0; j < kRound; ++j) out.put(kParts * (round * kRound + j), part_x, v[j]);
+        if (round == 1) stored(0, kColBlocks);
       }
     } else {
       // e4m3 chunk kParts j + part -> bf16 chunks 2 (kParts j + part) + h.
@@ -166,7 +186,9 @@ struct TileProducer {
           mla::e4m3x16_to_bf16(v[j], lo, hi);
           out.put(2 * kParts * j, lo_x, lo);
           out.put(2 * kParts * j, hi_x, hi);
+          if ((j + 1) % kStoredGroup == 0) stored((j + 1 - kStoredGroup) * kParts / 4, (j + 1) * kParts / 4);
         }
+        if constexpr (kMine % kStoredGroup != 0) stored(kMine / kStoredGroup * kStoredGroup * kParts / 4, kColBlocks);
       } else {
         // 656-byte rows: 32 e4m3 chunks of the latent, its 4 float32 scales (one chunk, one
         // per 128 values), 8 bf16 chunks of the rope.
@@ -189,9 +211,11 @@ struct TileProducer {
           mla::e4m3x16_scaled_to_bf16(lat[j], __uint_as_float(scale_bits[kParts * j / kChunksPerGroup]), lo, hi);
           out.put(2 * kParts * j, lo_x, lo);
           out.put(2 * kParts * j, hi_x, hi);
+          if ((j + 1) % kStoredGroup == 0) stored((j + 1 - kStoredGroup) * kParts / 4, (j + 1) * kParts / 4);
         }
 #pragma unroll
         for (int j = 0; j < kRope / kParts; ++j) out.put(2 * kLatent + kParts * j, part_x, rope[j]);
+        stored(kLatent / kParts / kStoredGroup * kStoredGroup * kParts / 4, kColBlocks);
       }
     }
   }
@@ -219,18 +243,19 @@ __device__ __forceinline__ void produce_split(const TileProducer& producer, int 
       if (flags) next_keys = producer.key_entries(t + 1, ptid);
     }
     const RowStore out{bufs + b * kBufBytes + key * 128};
-    producer.fill(s, out, part, (u32)key & 7u, [&] {
+    const auto ready = [&] {
       if (t >= 2) mbarrier_wait_parity(bars + 16 + 8 * b, ((t >> 1) - 1) & 1);
       if (kRowCluster > 1 && ptid == 0) mbarrier_expect_tx(bars + 8 * b, kPeerBytes);
-    });
-    if (flags) producer.flag_keys(keys, b, ptid);
-    fence_proxy_async();  // this thread's st.shared -> visible to wgmma and the bulk copies
+    };
     if constexpr (kRowCluster > 1) {
-      named_barrier_sync(kFillBarrier, kProducerThreads);  // every producer thread's rows are stored
-      if (ptid == 0)
-        copy_fill_to_peer(smem_addr(bufs) + b * kBufBytes, peer_bufs + b * kBufBytes, peer_bars + 8 * b,
-                          rank);
+      const u32 rows = (u32)(b * kBufBytes + ((int)rank * kFillKeys + (ptid >> 5) * kWarpKeys) * 128);
+      producer.fill(s, out, part, (u32)key & 7u, ready,
+                    PeerRowsCopy{smem_addr(bufs) + rows, peer_bufs + rows, peer_bars + 8 * b, (ptid & 31) == 0});
+    } else {
+      producer.fill(s, out, part, (u32)key & 7u, ready, NoPeerCopy{});
     }
+    if (flags) producer.flag_keys(keys, b, ptid);
+    if constexpr (kRowCluster == 1) fence_proxy_async();  // this thread's st.shared -> visible to wgmma
     mbarrier_arrive(bars + 8 * b);  // release: the key flags, the converted rows
   }
 }
