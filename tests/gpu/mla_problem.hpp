@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpu/paged_problem.hpp"
+#include "mla/hopper_geometry.h"
 #include "support/mla_reference.hpp"
 #include "xqajit/ops/mla_decode.hpp"
 
@@ -74,11 +75,14 @@ struct MlaCase {
 };
 
 /// How the kernel a case runs dequantises an fp8ds cache (the reference models it): the
-/// hopper backend's 16-row CTAs (H=16 at q_len 1, mla/hopper_narrow_qg_ds.cuh; dense and,
-/// since m53, sparse) keep the e4m3 values exact and multiply the scales in fp32; every other
-/// path rounds value x scale to bf16.
-inline Fp8dsValues fp8ds_values(Backend backend, int heads, int q_len) {
-  return backend == Backend::hopper && heads * q_len == 16 ? Fp8dsValues::exact : Fp8dsValues::bf16;
+/// hopper backend's CTAs of 16 real rows (mla/hopper_narrow_qg_ds.cuh: H=16 at q_len 1, dense
+/// and, since m53, sparse; sparse H=16 at every q_len since session 35, a CTA a query token)
+/// keep the e4m3 values exact and multiply the scales in fp32; every other path rounds
+/// value x scale to bf16.
+inline Fp8dsValues fp8ds_values(Backend backend, int heads, int q_len, bool sparse) {
+  return backend == Backend::hopper && xqajit_mla_hopper_cta_rows(heads, q_len, sparse ? 1 : 0) == 16
+             ? Fp8dsValues::exact
+             : Fp8dsValues::bf16;
 }
 
 /// The dtype mix of random MLA case `i`: bf16 Q and cache, bf16 Q over an fp8 cache, fp8 Q

@@ -73,7 +73,7 @@ double check_output(MlaProblem& pr, cudaStream_t stream) {
   const bool p8 = fp8_p(pr.c);
   const std::string key = fmt::format("{} {}/{}{}", to_string(pr.c.backend), to_string(pr.c.input),
                                       to_string(pr.c.kv), p8 ? " (e4m3 P)" : qgmma(pr.c) ? " (split Q, P)" : "");
-  const Fp8dsValues values = fp8ds_values(pr.c.backend, pr.c.heads, pr.c.q_len);
+  const Fp8dsValues values = fp8ds_values(pr.c.backend, pr.c.heads, pr.c.q_len, false);
   return check_against_reference(pr.output(), reference_mla_decode(pr.host, nullptr, values), pr.lens,
                                  p8 ? kFp8PTolerance : kTolerance,
                                  describe(pr.c), key, stats());

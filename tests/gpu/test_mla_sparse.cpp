@@ -240,7 +240,7 @@ void run_and_check(SparseProblem& pr, cudaStream_t stream) {
   XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream));
   std::vector<double> lse_want;
   const std::vector<double> want =
-      reference_mla_decode(pr.host, &lse_want, fp8ds_values(pr.c.backend, pr.c.heads, pr.c.q_len));
+      reference_mla_decode(pr.host, &lse_want, fp8ds_values(pr.c.backend, pr.c.heads, pr.c.q_len, true));
   const std::vector<double> lse_got =
       pr.c.lse_layout ? download_lse(pr.d_lse, pr.c.lse_layout, pr.c.batch, pr.c.q_len, pr.c.heads)
                       : std::vector<double>{};
@@ -373,7 +373,7 @@ TEST_CASE("dense mla_decode writes LSE and applies sinks", "[gpu][mla][lse]") {
       XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
       std::vector<double> lse_want;
       const std::vector<double> want =
-          reference_mla_decode(pr.host, &lse_want, fp8ds_values(b, H, Q));
+          reference_mla_decode(pr.host, &lse_want, fp8ds_values(b, H, Q, false));
       check(fmt::format("dense backend={} kv={} H={} q_len={} splits={} layout={} sinks={}", to_string(b),
                         to_string(c.kv), H, Q, c.num_splits, layout, with_sinks),
             pr.output(), want, download_lse(d_lse, layout, B, Q, H), lse_want);
@@ -412,7 +412,7 @@ TEST_CASE("sparse mla_decode inside a captured graph replays with new indices", 
     XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
     std::vector<double> lse_want;
     const std::vector<double> want =
-        reference_mla_decode(pr.host, &lse_want, fp8ds_values(c.backend, c.heads, c.q_len));
+        reference_mla_decode(pr.host, &lse_want, fp8ds_values(c.backend, c.heads, c.q_len, true));
     INFO("graph replay round " << round);
     check(describe(c), pr.output(), want, download_lse(pr.d_lse, c.lse_layout, c.batch, c.q_len, c.heads),
           lse_want);
