@@ -90,8 +90,8 @@ struct RowStore {
 // [first, last) -> the same place in the peer's buffer (`peer_rows`), completing on the peer's
 // full barrier: by lane 0, once the warp's stores of those blocks are fenced to the async
 // proxy and __syncwarp'd. The buffer is not written again before the peer's math warps, which
-// wait for these bytes, have released it.
-// fill's `stored` action there (m56); NoPeerCopy elsewhere.
+// wait for these bytes, have released it. TileProducer::fill's `stored` action there (m56);
+// NoPeerCopy without a cluster peer.
 struct PeerRowsCopy {
   u32 rows, peer_rows, peer_full;  // shared::cta, shared::cluster, shared::cluster
   bool issuer;                     // lane 0 of the warp
@@ -150,6 +150,17 @@ struct TileProducer {
   // lies in global memory, so the row's threads read contiguous bytes together.
   // `stored(first, last)`: this thread has stored its chunks of column blocks [first, last)
   // (called in order, the last call ending at kColBlocks; crossover's copies).
+  // After e4m3 chunk j of a thread (bf16 chunks 2 (kParts j + part) + h): the group of
+  // kStoredGroup chunks it ends, as column blocks.
+  template <class Stored>
+  static __device__ __forceinline__ void stored_group(Stored& stored, int j) {
+    if ((j + 1) % kStoredGroup == 0) stored((j + 1 - kStoredGroup) * kParts / 4, (j + 1) * kParts / 4);
+  }
+  // The column blocks after the whole groups of a thread's first n e4m3 chunks.
+  template <class Stored>
+  static __device__ __forceinline__ void stored_rest(Stored& stored, int n) {
+    stored(n / kStoredGroup * kStoredGroup * kParts / 4, kColBlocks);
+  }
   template <class Ready, class Stored>
   __device__ __forceinline__ void fill(int s, const RowStore& out, int part, u32 x, Ready ready,
                                        Stored stored) const {
@@ -186,9 +197,9 @@ struct TileProducer {
           mla::e4m3x16_to_bf16(v[j], lo, hi);
           out.put(2 * kParts * j, lo_x, lo);
           out.put(2 * kParts * j, hi_x, hi);
-          if ((j + 1) % kStoredGroup == 0) stored((j + 1 - kStoredGroup) * kParts / 4, (j + 1) * kParts / 4);
+          stored_group(stored, j);
         }
-        if constexpr (kMine % kStoredGroup != 0) stored(kMine / kStoredGroup * kStoredGroup * kParts / 4, kColBlocks);
+        if constexpr (kMine % kStoredGroup != 0) stored_rest(stored, kMine);
       } else {
         // 656-byte rows: 32 e4m3 chunks of the latent, its 4 float32 scales (one chunk, one
         // per 128 values), 8 bf16 chunks of the rope.
@@ -211,11 +222,11 @@ struct TileProducer {
           mla::e4m3x16_scaled_to_bf16(lat[j], __uint_as_float(scale_bits[kParts * j / kChunksPerGroup]), lo, hi);
           out.put(2 * kParts * j, lo_x, lo);
           out.put(2 * kParts * j, hi_x, hi);
-          if ((j + 1) % kStoredGroup == 0) stored((j + 1 - kStoredGroup) * kParts / 4, (j + 1) * kParts / 4);
+          stored_group(stored, j);
         }
 #pragma unroll
         for (int j = 0; j < kRope / kParts; ++j) out.put(2 * kLatent + kParts * j, part_x, rope[j]);
-        stored(kLatent / kParts / kStoredGroup * kStoredGroup * kParts / 4, kColBlocks);
+        stored_rest(stored, kLatent / kParts);
       }
     }
   }
