@@ -105,14 +105,15 @@ std::vector<Shape> dense_shapes() {
 
 // The sparse list (DeepSeek-V3.2, bf16 Q over both caches), contexts of 32768 keys: issue 31's
 // FLOP/s targets (H=128, B=128 q_len 2 and B=64 q_len 1, against FlashMLA), its bandwidth
-// target (H=16, tensor-parallel 8), the head counts between, and small batches.
+// target (H=16, tensor-parallel 8, also with one MTP draft), the head counts between, and small
+// batches.
 std::vector<Shape> sparse_shapes() {
   std::vector<Shape> shapes;
   for (DType kv : {DType::fp8ds, DType::bf16})
     for (auto [H, B, q_len] :
          {std::tuple{128, 128, 2}, std::tuple{128, 64, 1}, std::tuple{128, 32, 1}, std::tuple{128, 1, 1},
           std::tuple{64, 64, 1}, std::tuple{32, 64, 1}, std::tuple{16, 64, 1}, std::tuple{16, 128, 1},
-          std::tuple{16, 128, 2}, std::tuple{16, 1, 1}})
+          std::tuple{16, 128, 2}, std::tuple{16, 64, 2}, std::tuple{16, 1, 1}})
       shapes.push_back({H, B, 32768, q_len, DType::bf16, kv});
   return shapes;
 }
