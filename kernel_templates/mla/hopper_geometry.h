@@ -4,12 +4,13 @@
 // kernel assumes.
 //
 // A CTA = two warpgroups (256 threads) on one 64-row tile (the wgmma M); rows
-// past q_len * H are zero padding (computed, never stored). Warpgroup w computes
+// past q_len * H, or past a sparse CTA's one query token (row_stride, below), are zero
+// padding (computed, never stored). Warpgroup w computes
 // S = Q K^T for keys 32w..32w+31 of each tile (m4: until session 19 both computed
 // all 64, twice the S work), the two exchange each row's max and their halves of P
 // through shared memory, and each accumulates O for 256 of the 512 output dims
-// (128 fp32 registers) over all 64 keys. A CTA of 16 real rows (H=16 at q_len 1)
-// computes the transposed products on the same map instead (mla/hopper_narrow.cuh),
+// (128 fp32 registers) over all 64 keys. A CTA of 16 real rows (H=16 at q_len 1, or a
+// sparse token's 16 heads) computes the transposed products on the same map instead (mla/hopper_narrow.cuh),
 // its P^T in Q's zero padding rows.
 // KV tiles of 64 keys (four k16 steps of P V); 2 stages (1 for fp8ds rows).
 // Shared memory (1024-aligned base, +1024 slack for the alignment):
@@ -30,6 +31,20 @@ constexpr int kXqajitMlaHopperRows = 64;
 constexpr int kXqajitMlaHopperBoxCols = 64;  // one 128-byte swizzle row of bf16
 constexpr int kXqajitMlaHopperBoxBytes = 128;
 constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache_bytes == 2 && !sparse; }
+
+// Sparse lists are a query token's, so a CTA's rows must be one token's heads: whole 64-head
+// blocks (H >= 64), or below 64 heads one token's heads padded into the 64-row tile -- all of
+// a request's rows at q_len 1, a CTA per token beyond (DeepSeek-V3.2's MTP at 8-way tensor
+// parallelism: H=16, q_len 2). `row_stride`: rows from one row block's first to the next's.
+constexpr int xqajit_mla_hopper_row_stride(int heads, int q_len, int sparse) {
+  return sparse && heads < kXqajitMlaHopperRows && q_len > 1 ? heads : kXqajitMlaHopperRows;
+}
+// The real rows of a CTA (of the first row block): what picks its schedule.
+constexpr int xqajit_mla_hopper_cta_rows(int heads, int q_len, int sparse) {
+  return heads * q_len < xqajit_mla_hopper_row_stride(heads, q_len, sparse)
+             ? heads * q_len
+             : xqajit_mla_hopper_row_stride(heads, q_len, sparse);
+}
 
 // An fp8 Q over a plain fp8 cache (per-tensor scales) with 32 rows or more runs on the fp8
 // tensor cores (m35, mla/hopper_qgmma.cuh): S = Q K^T and O^T += V^T P^T as e4m3 wgmmas, the
@@ -59,19 +74,6 @@ constexpr bool xqajit_mla_hopper_tma(int cache_bytes, int sparse) { return cache
 // the same boxes (m53: no tensor map, every slot its own row).
 constexpr int kXqajitMlaHopperQ8Blocks = 5;
 
-// Sparse lists are a query token's, so a CTA's rows must be one token's heads: whole 64-head
-// blocks (H >= 64), or below 64 heads one token's heads padded into the 64-row tile -- all of
-// a request's rows at q_len 1, a CTA per token beyond (DeepSeek-V3.2's MTP at 8-way tensor
-// parallelism: H=16, q_len 2). `row_stride`: rows from one row block's first to the next's.
-constexpr int xqajit_mla_hopper_row_stride(int heads, int q_len, int sparse) {
-  return sparse && heads < kXqajitMlaHopperRows && q_len > 1 ? heads : kXqajitMlaHopperRows;
-}
-// The real rows of a CTA (of the first row block): what picks its schedule.
-constexpr int xqajit_mla_hopper_cta_rows(int heads, int q_len, int sparse) {
-  return heads * q_len < xqajit_mla_hopper_row_stride(heads, q_len, sparse)
-             ? heads * q_len
-             : xqajit_mla_hopper_row_stride(heads, q_len, sparse);
-}
 
 constexpr bool xqajit_mla_hopper_qgmma(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
   if (row_bytes == XQAJIT_MLA_FP8DS_ROW_BYTES)
