@@ -217,7 +217,7 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: Optional[to
     bf16 q the cache may also hold DeepSeek-V3.2's fp8-with-scales rows (FlashMLA's
     is_fp8_kvcache layout): uint8 or float8_e4m3fn [num_pages, page_size, 656], each row
     512 e4m3 latent values, 4 float32 scales (one per 128 values) and 64 bf16 rope values;
-    its row strides must be multiples of 16 bytes (the portable kernel runs it).
+    its row strides must be multiples of 16 bytes (both kernels run it).
     block_table: int32 [batch, max_pages]; seq_lens: int32 [batch], the keys of each
     request including its q_len new ones (0 gives zeros). sm_scale: the softmax
     scale, required (DeepSeek-V3: 1/sqrt(192), not 1/sqrt(576)). q_scale, kv_scale:
