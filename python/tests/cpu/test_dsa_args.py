@@ -102,10 +102,11 @@ def test_fp8ds_cache_passes_python_and_library_checks():
     assert s.name == "mla_bf16_kvfp8ds_obf16_d576_p64_g16_q2_sw0_t64_hopper_sm90a"
     s = xqajit.mla_decode_spec(q, fp8ds_cache(), arch="sm_89")
     assert s.name == "mla_bf16_kvfp8ds_obf16_d576_p64_g16_q2_sw0_t32_portable_sm89"
-    # Sparse below 64 heads with two query tokens: a hopper CTA's rows share one index list.
-    with pytest.raises(xqajit.SpecError, match=r"backend=hopper.*sparse=1 with group 16 and q_len 2"):
-        xqajit.mla_decode_spec(qs, fp8ds_cache(), indices=idx, arch="sm_90a", backend="hopper")
-    assert xqajit.mla_decode_spec(qs, fp8ds_cache(), indices=idx, arch="sm_90a").fields["backend"] == "portable"
+    # Sparse below 64 heads with two query tokens: the hopper kernel too, a CTA a query token
+    # (its rows share one index list).
+    s = xqajit.mla_decode_spec(qs, fp8ds_cache(), indices=idx, arch="sm_90a", backend="hopper")
+    assert s.name == "mla_bf16_kvfp8ds_obf16_d576_p64_g16_q2_sw0_t64_sparse_hopper_sm90a"
+    assert xqajit.mla_decode_spec(qs, fp8ds_cache(), indices=idx, arch="sm_90a").fields["backend"] == "hopper"
 
 
 @pytest.mark.parametrize("make,match", [
