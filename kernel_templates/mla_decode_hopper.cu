@@ -17,7 +17,7 @@
 // come by TMA (m6: thread 0 issues a page's nine boxes, an mbarrier a stage); an
 // fp8 cache's by cp.async from every thread, converted to bf16 in shared memory
 // and made visible to wgmma by a proxy fence + barrier. A CTA of 16 real rows
-// (H=16 at q_len 1) runs the per-tile loop with the transposed products instead
+// (H=16 at q_len 1, or a sparse query token's 16 heads) runs the per-tile loop with the transposed products instead
 // (mla/hopper_narrow.cuh, m26: S^T = K Q^T and O^T += V^T P^T, m64n16), a
 // quarter of the padded tile's tensor work; over a plain fp8 or a dense fp8ds cache
 // it runs on the fp8 tensor cores, each warpgroup on its own tiles

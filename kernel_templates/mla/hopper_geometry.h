@@ -10,8 +10,8 @@
 // all 64, twice the S work), the two exchange each row's max and their halves of P
 // through shared memory, and each accumulates O for 256 of the 512 output dims
 // (128 fp32 registers) over all 64 keys. A CTA of 16 real rows (H=16 at q_len 1, or a
-// sparse token's 16 heads) computes the transposed products on the same map instead (mla/hopper_narrow.cuh),
-// its P^T in Q's zero padding rows.
+// sparse token's 16 heads) computes the transposed products on the same map instead
+// (mla/hopper_narrow.cuh), its P^T in Q's zero padding rows.
 // KV tiles of 64 keys (four k16 steps of P V); 2 stages (1 for fp8ds rows).
 // Shared memory (1024-aligned base, +1024 slack for the alignment):
 //   [Q: 64 x 576 bf16][stages x raw tile][bf16 tile, fp8 caches only][exchange or seesaw state]
@@ -73,8 +73,6 @@ constexpr int xqajit_mla_hopper_cta_rows(int heads, int q_len, int sparse) {
 // (H=16, DeepSeek-V3.2 sharded over 8 GPUs) runs it too, its rows gathered by cp.async into
 // the same boxes (m53: no tensor map, every slot its own row).
 constexpr int kXqajitMlaHopperQ8Blocks = 5;
-
-
 constexpr bool xqajit_mla_hopper_qgmma(int heads, int q_len, int row_bytes, int q_bytes, int sparse) {
   if (row_bytes == XQAJIT_MLA_FP8DS_ROW_BYTES)
     return q_bytes == 2 && xqajit_mla_hopper_cta_rows(heads, q_len, sparse) == 16;
@@ -101,9 +99,10 @@ constexpr bool xqajit_mla_hopper_kv_map(int heads, int q_len, int row_bytes, int
 // Sparse rows of an fp8 cache, and sparse specs whose token has two 64-head blocks (H=128),
 // run warp-specialized (m20, m21: mla/hopper_producer.cuh): a third warpgroup gathers and
 // converts rows into two bf16 tile buffers while the two math warpgroups compute on the other,
-// split by role (m54, mla/hopper_split_pv.cuh; 16 rows: the narrow schedule). The two row blocks of an H=128 token are launched as one cluster
-// (grid.y) and share the gather ("crossover", as FlashMLA's sparse decode does): each CTA's
-// producer fills half of every tile's keys into both CTAs' buffers (DSMEM). (Not the sparse
+// split by role (m54, mla/hopper_split_pv.cuh; 16 rows: the narrow schedule). The two row
+// blocks of an H=128 token are launched as one cluster (grid.y) and share the gather
+// ("crossover", as FlashMLA's sparse decode does): each CTA's producer fills half of every
+// tile's keys into its own buffer and copies it into the peer's (DSMEM bulk copies, m56). (Not the sparse
 // specs the QGMMA map takes: their math warpgroups gather their own fp8 rows, m53.)
 constexpr int kXqajitMlaHopperProducerThreads = 128;
 constexpr int xqajit_mla_hopper_row_cluster(int heads, int sparse) {
