@@ -64,11 +64,13 @@ __device__ __forceinline__ void ld_peer_f32x2(u32 addr, float& x, float& y) {
 #endif
 }
 
-// An arrival on the barrier at `remote` (a shared::cluster address, peer_smem_addr),
-// releasing this thread's earlier reads and writes at cluster scope.
+// An arrival on the barrier at `remote` (a shared::cluster address, peer_smem_addr) that
+// says this thread is done reading what the barrier guards (a consumer's release: CUTLASS's
+// cluster pipelines arrive so). Release at CTA scope: at cluster scope ptxas puts a
+// MEMBAR.ALL.GPU before each arrival, on the math warps' chain once a tile (m58).
 __device__ __forceinline__ void mbarrier_arrive_remote(u32 remote) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 #endif
 }
 
