@@ -1,7 +1,8 @@
 #pragma once
 // Thread-block clusters (sm_90+): where this CTA sits in its cluster, the
-// cluster-wide barrier, and loads from a peer CTA's shared memory (distributed
-// shared memory). Launched without a cluster, a CTA is a cluster of one.
+// cluster-wide barrier, and a peer CTA's shared memory (distributed shared memory):
+// loads from it, arrivals on its barriers and bulk copies into it. Launched without
+// a cluster, a CTA is a cluster of one.
 
 #include "common/memory.cuh"
 #include "common/types.cuh"
