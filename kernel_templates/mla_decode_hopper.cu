@@ -214,7 +214,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   };
   stage_q(args, smem + kQOff, b, rb, tid);
   if constexpr (kTma || kProducer) {
-    fence_proxy_async();  // Q's st.shared -> visible to wgmma; the barrier publishes the mbarrier init too
+    fence_proxy_async();  // Q's copies (generic proxy) -> visible to wgmma; the barrier publishes the mbarrier init too
     math_sync();
   }
 
