@@ -154,6 +154,42 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
   split_merge<kR, kV, kThreads>(smem, merge_bytes, partials, valid_rows, store_merged);
 }
 
+// One split's final rows through shared memory (`smem`: kR rows of kV + 8 bf16, 16-byte
+// aligned, free once `sync()`, a barrier over the kThreads threads, has seen every thread's
+// last read of it): each thread's pairs of O, scaled, into its rows there, `sync()`, then every
+// row's 1 KB by 16-byte stores, a warp's 512 contiguous bytes an instruction. Straight from the accumulators (finish_rows: 4-byte pairs, 8 rows x 16 bytes a
+// warp instruction) the epilogue took ~10 us a CTA of the sparse H=128 kernel (session 37 run 7).
+// `tid`: 0..kThreads-1.
+template <int kR, int kRowStride, int kRows, int kThreads, int kAccTiles, class Sync>
+__device__ __forceinline__ void store_rows_staged(const XqajitMlaArgs& args, RowStateOf<kAccTiles>& st,
+                                                  unsigned char* smem, int rb, int b, int rt, int dim0,
+                                                  bool stats_owner, float kv_scale, int lane, int tid, Sync&& sync) {
+  constexpr int kStride = kV + 8;  // a staged row's bf16: 1040 bytes, so a warp's 8 rows x 4 pairs hit 32 banks
+  constexpr int kChunks = kV / 8;  // 16-byte chunks of a row
+  u16* const rows = reinterpret_cast<u16*>(smem);
+  const int quad_row = lane >> 2, quad_col = lane & 3;
+  const int first_row = rb * kRowStride;
+  sync();  // the schedule's last reads of shared memory are done
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float sum = quad_sum(st.row_sum[half]);
+    const int r = rt * 16 + quad_row + half * 8, row = first_row + r;
+    float scale = row_out_scale(st.row_max[half], sum, kv_scale);
+    if (real_row<kR, kRowStride, kRows>(r, row))
+      scale = row_extras<kHeads>(args, b, row, st.row_max[half], sum, scale, stats_owner && quad_col == 0);
+#pragma unroll
+    for (int i = 0; i < kAccTiles; ++i)
+      *reinterpret_cast<u32*>(rows + r * kStride + dim0 + i * 8 + 2 * quad_col) =
+          pack_f32x2<false>(st.acc[i][2 * half] * scale, st.acc[i][2 * half + 1] * scale);
+  }
+  sync();
+  for (int c = tid; c < kR * kChunks; c += kThreads) {
+    const int r = c / kChunks, chunk = c % kChunks, row = first_row + r;
+    if (real_row<kR, kRowStride, kRows>(r, row))  // padding rows are not stored
+      store_out_chunk<kHeads>(args, b, row, chunk, *reinterpret_cast<const U32x4*>(rows + r * kStride + chunk * 8));
+  }
+}
+
 // One CTA of xqajit_mla_merge: grid (rows_per_cta, row_blocks, batch), 128 threads
 // (a vector of 4 dims each) times the split groups the host picks, 1-4; merges row
 // blockIdx.x of row block blockIdx.y of request blockIdx.z over every split.

@@ -5,6 +5,7 @@
 // Rows of a request are token-major: row r is query token r / H, head r % H.
 // The last q_len keys are the drafts; without a mask, token t sees drafts 0..t.
 
+#include "common/memory.cuh"
 #include "common/row_lse.cuh"
 #include "common/types.cuh"
 #include "xqajit/mla_args.h"
@@ -39,6 +40,15 @@ __device__ __forceinline__ void store_out_pair(const XqajitMlaArgs& args, int b,
   u16* const out = static_cast<u16*>(args.out) + (long long)b * args.o_stride_batch +
                    (long long)t * args.o_stride_token + (long long)h * args.o_stride_head + d;
   *reinterpret_cast<u32*>(out) = pack_f32x2<false>(o0 * scale, o1 * scale);
+}
+
+// 16 bytes (8 bf16, `chunk` of the row's 64) of request b's output row `row`.
+template <int kHeads>
+__device__ __forceinline__ void store_out_chunk(const XqajitMlaArgs& args, int b, int row, int chunk, const U32x4& v) {
+  const int t = row / kHeads, h = row % kHeads;
+  u16* const out = static_cast<u16*>(args.out) + (long long)b * args.o_stride_batch +
+                   (long long)t * args.o_stride_token + (long long)h * args.o_stride_head + chunk * 8;
+  *reinterpret_cast<U32x4*>(out) = v;
 }
 
 // The output scale of a finished row: kv_scale / sum, zeros when nothing was seen.
