@@ -1,6 +1,7 @@
 #pragma once
-// The MLA epilogue both backends share: final bf16 rows (one split), or this
-// split's partial rows, then the last CTA of the (request, row block) merges
+// The MLA epilogue both backends share: final bf16 rows (one split; the hopper backend
+// stages them in shared memory, store_rows_staged), or this split's partial rows, then the
+// last CTA of the (request, row block) merges
 // (common/split_merge.cuh, the same contract as GQA) -- or, where the host plans
 // it (args.merge_launch), a second launch merges: xqajit_mla_merge, whose body
 // is merge_launch_row below -- or, where the host launched the splits of a
@@ -157,9 +158,9 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
 // One split's final rows through shared memory (`smem`: kR rows of kV + 8 bf16, 16-byte
 // aligned, free once `sync()`, a barrier over the kThreads threads, has seen every thread's
 // last read of it): each thread's pairs of O, scaled, into its rows there, `sync()`, then every
-// row's 1 KB by 16-byte stores, a warp's 512 contiguous bytes an instruction. Straight from the accumulators (finish_rows: 4-byte pairs, 8 rows x 16 bytes a
-// warp instruction) the epilogue took ~10 us a CTA of the sparse H=128 kernel (session 37 run 7).
-// `tid`: 0..kThreads-1.
+// row's 1 KB by 16-byte stores, a warp's 512 contiguous bytes an instruction. Straight from the
+// accumulators (finish_rows: 4-byte pairs, 8 rows x 16 bytes a warp instruction) the epilogue
+// took ~10 us a CTA of the sparse H=128 kernel (session 37 run 7). `tid`: 0..kThreads-1.
 template <int kR, int kRowStride, int kRows, int kThreads, int kAccTiles, class Sync>
 __device__ __forceinline__ void store_rows_staged(const XqajitMlaArgs& args, RowStateOf<kAccTiles>& st,
                                                   unsigned char* smem, int rb, int b, int rt, int dim0,
