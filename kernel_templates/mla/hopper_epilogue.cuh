@@ -11,13 +11,13 @@ namespace xqajit {
 namespace mla_hopper {
 
 static_assert(mla::cluster_merge_bytes<kR>() <= kGeo.merge_bytes, "a split cluster's partial rows fit shared memory");
+static_assert(mla::staged_rows_bytes<kR>() <= kSmemEnd, "one split's staged rows fit shared memory");
 
 // Warp `rt` (0..3) of warpgroup `wg` holds rows 16rt.. and dims 256wg.. of O. One split: the
 // rows through shared memory, which every schedule has left free here (m67).
 __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowState& st, unsigned char* smem,
                                             int* s_is_last, int split, int rb, int b, int rt, int wg, float kv_scale,
                                             int lane) {
-  static_assert(kR * (kV + 8) * 2 <= kSmemEnd, "the staged rows fit shared memory");
   if (args.num_splits == 1) {
     mla::store_rows_staged<kR, kRowStride, kRows, kThreads>(args, st, smem, rb, b, rt, wg * kWgDims, wg == 0,
                                                             kv_scale, lane, (wg * 4 + rt) * 32 + lane,

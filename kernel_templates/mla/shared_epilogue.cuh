@@ -155,17 +155,22 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
   split_merge<kR, kV, kThreads>(smem, merge_bytes, partials, valid_rows, store_merged);
 }
 
-// One split's final rows through shared memory (`smem`: kR rows of kV + 8 bf16, 16-byte
+// One split's final rows through shared memory (`smem`: staged_rows_bytes<kR>(), 16-byte
 // aligned, free once `sync()`, a barrier over the kThreads threads, has seen every thread's
 // last read of it): each thread's pairs of O, scaled, into its rows there, `sync()`, then every
 // row's 1 KB by 16-byte stores, a warp's 512 contiguous bytes an instruction. Straight from the
 // accumulators (finish_rows: 4-byte pairs, 8 rows x 16 bytes a warp instruction) the epilogue
 // took ~10 us a CTA of the sparse H=128 kernel (session 37 run 7). `tid`: 0..kThreads-1.
+constexpr int kStagedRowStride = kV + 8;  // a staged row's bf16: 1040 bytes, so a warp's 8 rows x 4 pairs hit 32 banks
+template <int kR>
+constexpr int staged_rows_bytes() {
+  return kR * kStagedRowStride * 2;
+}
 template <int kR, int kRowStride, int kRows, int kThreads, int kAccTiles, class Sync>
 __device__ __forceinline__ void store_rows_staged(const XqajitMlaArgs& args, RowStateOf<kAccTiles>& st,
                                                   unsigned char* smem, int rb, int b, int rt, int dim0,
                                                   bool stats_owner, float kv_scale, int lane, int tid, Sync&& sync) {
-  constexpr int kStride = kV + 8;  // a staged row's bf16: 1040 bytes, so a warp's 8 rows x 4 pairs hit 32 banks
+  constexpr int kStride = kStagedRowStride;
   constexpr int kChunks = kV / 8;  // 16-byte chunks of a row
   u16* const rows = reinterpret_cast<u16*>(smem);
   const int quad_row = lane >> 2, quad_col = lane & 3;
