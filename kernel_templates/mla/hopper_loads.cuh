@@ -162,26 +162,11 @@ __device__ __forceinline__ void zero_cols_tail(unsigned char* tile, int valid, i
 }
 
 // The CTA's Q rows and fp8 tiles -> bf16 in this backend's swizzled layout (mla/shared_tiles.cuh).
-// A bf16 Q where no tile copies of the math threads are in flight (TMA or producer specs): every
-// 16-byte chunk by cp.async, all in flight at once (m66; through registers the loop waited for
-// the memory a fourth of them at a time), waited for here; the caller's proxy fence and barrier
-// publish them to wgmma.
+// A bf16 Q by cp.async where no tile copies of the math threads are in flight (TMA or producer
+// specs; m66).
 __device__ __forceinline__ void stage_q(const XqajitMlaArgs& args, unsigned char* q_smem, int b, int rb, int tid) {
-  if constexpr (!kFp8Q && (kTma || kProducer)) {
-    constexpr int kChunks = kQk * 2 / 16;
-    const u32 q_addr = smem_addr(q_smem);
-    for (int i = tid; i < kR * kChunks; i += kThreads) {
-      const int r = i / kChunks, chunk = i % kChunks;
-      const int row = rb * kRowStride + r;
-      const bool real = mla::real_row<kR, kRowStride, kRows>(r, row);
-      cp_async_16(q_addr + sw128_offset(r, chunk, kR), real ? mla::q_row(args, b, row) + chunk * 16 : args.q, real);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-  } else {
-    mla::stage_q<kR, kRowStride, kRows, kThreads>(args, q_smem, b, rb, tid,
-                                                  [](int r, int c) { return sw128_offset(r, c, kR); });
-  }
+  mla::stage_q<kR, kRowStride, kRows, kThreads, !kFp8Q && (kTma || kProducer)>(
+      args, q_smem, b, rb, tid, [](int r, int c) { return sw128_offset(r, c, kR); });
 }
 // QGMMA: the CTA's kR rows of the fp8 Q as they are, [5 column blocks][row][128 B] with
 // the 128-byte swizzle; the last block's second half (dims 576..639) and padding rows zeros.

@@ -5,6 +5,7 @@
 // offset of 16-byte bf16 chunk `chunk` of `row`.
 
 #include "common/memory.cuh"
+#include "common/mma.cuh"
 #include "common/types.cuh"
 #include "mla/shared_flags.cuh"
 #include "mla/shared_rows.cuh"
@@ -29,25 +30,39 @@ __device__ __forceinline__ const unsigned char* q_row(const XqajitMlaArgs& args,
 }
 
 // The CTA's kR rows of Q (row block rb of request b, shared_rows.cuh's real_row) -> bf16,
-// zeros for padding rows.
-template <int kR, int kRowStride, int kRows, int kThreads, class Offset>
+// zeros for padding rows. kAsync (a bf16 Q, where the caller has no cp.async group in flight):
+// every chunk by cp.async, all in flight at once, waited for here (hopper m66: through
+// registers the loop waited for memory a fourth of the chunks at a time); the caller's proxy
+// fence and barrier publish them.
+template <int kR, int kRowStride, int kRows, int kThreads, bool kAsync = false, class Offset>
 __device__ __forceinline__ void stage_q(const XqajitMlaArgs& args, unsigned char* q_smem, int b, int rb,
                                         int tid, Offset offset) {
+  static_assert(!kAsync || !kFp8Q, "cp.async copies a bf16 Q's rows as they are");
   constexpr int kChunks = kQk * (kFp8Q ? 1 : 2) / 16;  // 16-byte chunks of one Q row in global memory
+  const u32 q_addr = smem_addr(q_smem);
   for (int i = tid; i < kR * kChunks; i += kThreads) {
     const int r = i / kChunks, chunk = i % kChunks;
     const int row = rb * kRowStride + r;
-    U32x4 v = {0, 0, 0, 0};
-    const unsigned char* const src = q_row(args, b, row);
-    if (real_row<kR, kRowStride, kRows>(r, row)) v = *reinterpret_cast<const U32x4*>(src + chunk * 16);
-    if constexpr (kFp8Q) {
-      U32x4 lo, hi;
-      e4m3x16_to_bf16(v, lo, hi);
-      *reinterpret_cast<U32x4*>(q_smem + offset(r, 2 * chunk)) = lo;
-      *reinterpret_cast<U32x4*>(q_smem + offset(r, 2 * chunk + 1)) = hi;
+    const bool real = real_row<kR, kRowStride, kRows>(r, row);
+    if constexpr (kAsync) {
+      cp_async_16(q_addr + offset(r, chunk), real ? q_row(args, b, row) + chunk * 16 : args.q, real);
     } else {
-      *reinterpret_cast<U32x4*>(q_smem + offset(r, chunk)) = v;
+      const unsigned char* const src = q_row(args, b, row);
+      U32x4 v = {0, 0, 0, 0};
+      if (real) v = *reinterpret_cast<const U32x4*>(src + chunk * 16);
+      if constexpr (kFp8Q) {
+        U32x4 lo, hi;
+        e4m3x16_to_bf16(v, lo, hi);
+        *reinterpret_cast<U32x4*>(q_smem + offset(r, 2 * chunk)) = lo;
+        *reinterpret_cast<U32x4*>(q_smem + offset(r, 2 * chunk + 1)) = hi;
+      } else {
+        *reinterpret_cast<U32x4*>(q_smem + offset(r, chunk)) = v;
+      }
     }
+  }
+  if constexpr (kAsync) {
+    cp_async_commit();
+    cp_async_wait<0>();
   }
 }
 
