@@ -12,9 +12,12 @@ namespace mla_hopper {
 
 static_assert(mla::cluster_merge_bytes<kR>() <= kGeo.merge_bytes, "a split cluster's partial rows fit shared memory");
 static_assert(mla::staged_rows_bytes<kR>() <= kSmemEnd, "one split's staged rows fit shared memory");
+// Splits stage their partial rows where those fit (m68).
+constexpr bool kStagePartials = mla::staged_partials_bytes<kR>() <= kSmemEnd;
 
 // Warp `rt` (0..3) of warpgroup `wg` holds rows 16rt.. and dims 256wg.. of O. One split: the
-// rows through shared memory, which every schedule has left free here (m67).
+// rows through shared memory, which every schedule has left free here (m67); splits: their
+// partial rows so too (m68).
 __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowState& st, unsigned char* smem,
                                             int* s_is_last, int split, int rb, int b, int rt, int wg, float kv_scale,
                                             int lane) {
@@ -24,8 +27,9 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowState&
                                                             [] { math_sync(); });
     return;
   }
-  mla::finish_rows<kR, kRowStride, kRows, kThreads, true>(args, st, smem, kGeo.merge_bytes, s_is_last, split,
-                                                          rb, b, rt, wg * kWgDims, wg == 0, kv_scale, lane);
+  mla::finish_rows<kR, kRowStride, kRows, kThreads, true, kStagePartials>(
+      args, st, smem, kGeo.merge_bytes, s_is_last, split, rb, b, rt, wg * kWgDims, wg == 0, kv_scale, lane,
+      [] { math_sync(); });
 }
 
 }  // namespace mla_hopper

@@ -53,15 +53,66 @@ constexpr int cluster_merge_bytes() {
   return kR * kClusterRowStride * 4 + kR * 8 + kR * 4;
 }
 
+struct NoSync {
+  __device__ __forceinline__ void operator()() const {}
+};
+
+// A split's partial rows (fp32, unnormalised) through shared memory (`smem`:
+// staged_partials_bytes<kR>(), free once `sync()`, a barrier over the kThreads threads, has seen
+// every thread's last read of it), the (max, sum) by their owners as before: each thread's
+// pairs into its rows there, `sync()`, then each row's 2 KB by 16-byte stores, a warp's 512
+// contiguous bytes an instruction. SplitPartials::store_pair wrote 8-byte pairs, 8 rows x 32
+// bytes a warp instruction, the pattern m67 removed from the one-split rows: m68 took dense
+// H=128 B=1 L=8192 from 31.7 to 21.1 us and sparse B=32 top-k 2048 from 70.8 to 59.2
+// (session 38 run 1). Two warpgroups: `dim0` (0 or kV / 2) names the thread's.
+constexpr int kStagedPartialStride = kV + 8;  // floats: a half-warp's 4 rows x 4 float2 on distinct banks
+template <int kR>
+constexpr int staged_partials_bytes() {
+  return kR * kStagedPartialStride * 4;
+}
+template <int kR, int kRowStride, int kRows, int kThreads, int kAccTiles, class Sync>
+__device__ __forceinline__ void store_partials_staged(const SplitPartials<kR, kV>& partials,
+                                                      RowStateOf<kAccTiles>& st, unsigned char* smem, int split,
+                                                      int rb, int rt, int dim0, bool stats_owner, int lane,
+                                                      Sync& sync) {
+  constexpr int kStride = kStagedPartialStride;
+  constexpr int kChunks = kV / 4;  // 16-byte chunks of a row
+  float* const rows = reinterpret_cast<float*>(smem);
+  const int quad_row = lane >> 2, quad_col = lane & 3;
+  const int first_row = rb * kRowStride;
+  const int tid = ((dim0 / (kV / 2)) * 4 + rt) * 32 + lane;
+  sync();  // the schedule's last reads of shared memory are done
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = rt * 16 + quad_row + half * 8;
+#pragma unroll
+    for (int i = 0; i < kAccTiles; ++i)
+      *reinterpret_cast<float2*>(rows + r * kStride + dim0 + i * 8 + 2 * quad_col) =
+          make_float2(st.acc[i][2 * half], st.acc[i][2 * half + 1]);
+    if (stats_owner && quad_col == 0 && real_row<kR, kRowStride, kRows>(r, first_row + r))
+      partials.store_stats(split, r, st.row_max[half], st.row_sum[half]);
+  }
+  sync();
+  for (int c = tid; c < kR * kChunks; c += kThreads) {
+    const int r = c / kChunks, chunk = c % kChunks;
+    if (real_row<kR, kRowStride, kRows>(r, first_row + r))  // padding rows are neither stored nor merged
+      *reinterpret_cast<F32x4*>(partials.acc + partials.slot(split, r) * kV + chunk * 4) =
+          *reinterpret_cast<const F32x4*>(rows + r * kStride + chunk * 4);
+  }
+}
+
 // Warp row tile `rt` holds rows 16 rt.. and output dims dim0..; `stats_owner`:
 // this warp writes the rows' (max, sum) partials (one warp per row tile). Row r of the
 // CTA is the request's rb * kRowStride + r (shared_rows.cuh's real_row).
 // kClusterMerge: the kernel may run as split clusters (the host decides per launch).
-template <int kR, int kRowStride, int kRows, int kThreads, bool kClusterMerge, int kAccTiles>
+// kStagePartials: a split's partial rows go through shared memory (store_partials_staged; `sync`
+// a barrier over the kThreads threads).
+template <int kR, int kRowStride, int kRows, int kThreads, bool kClusterMerge, bool kStagePartials = false,
+          int kAccTiles, class Sync = NoSync>
 __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateOf<kAccTiles>& st,
                                             unsigned char* smem, int merge_bytes, int* s_is_last, int split,
                                             int rb, int b, int rt, int dim0, bool stats_owner, float kv_scale,
-                                            int lane) {
+                                            int lane, Sync sync = {}) {
   const int quad_row = lane >> 2, quad_col = lane & 3;
   st.row_sum[0] = quad_sum(st.row_sum[0]);
   st.row_sum[1] = quad_sum(st.row_sum[1]);
@@ -133,6 +184,17 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
     }
   }
   const SplitPartials<kR, kV> partials(args.partial, (long long)args.batch * gridDim.y, args.num_splits, cta_id);
+  if constexpr (kStagePartials) {
+    if (multi) {  // m68: the partial rows through shared memory, 16-byte stores
+      store_partials_staged<kR, kRowStride, kRows, kThreads>(partials, st, smem, split, rb, rt, dim0, stats_owner,
+                                                             lane, sync);
+      if (args.merge_launch) return;
+      if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, s_is_last)) return;
+      __syncthreads();  // the pipeline region becomes the merge buffer
+      split_merge<kR, kV, kThreads>(smem, merge_bytes, partials, valid_rows, store_merged);
+      return;
+    }
+  }
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = rt * 16 + quad_row + half * 8, row = first_row + r;
