@@ -325,5 +325,5 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
 // The split merge as a second launch, where the host plans one (args.merge_launch;
 // mla/shared_epilogue.cuh says when and why).
 extern "C" __global__ void __launch_bounds__(mla::kMergeMaxThreads) xqajit_mla_merge(const XqajitMlaArgs args) {
-  mla::merge_launch_row<kR, kRowStride, kRows>(args);
+  mla::merge_launch_row<kR, kRowStride, kRows, kStagePartials>(args);  // bf16 partials where staged (m70)
 }

@@ -25,6 +25,13 @@ __device__ __forceinline__ F32x4 load_cg(const float* p) {
                : "l"(p));
   return v;
 }
+// Four bf16 values read through L2 only (the hopper MLA backend's bf16 partial rows, m70), widened.
+__device__ __forceinline__ F32x4 load_cg_bf16x4(const u16* p) {
+  u32 lo, hi;
+  asm volatile("ld.global.cg.v2.u32 {%0,%1}, [%2];" : "=r"(lo), "=r"(hi) : "l"(p));
+  return F32x4{__uint_as_float(lo << 16), __uint_as_float(lo & 0xffff0000u), __uint_as_float(hi << 16),
+               __uint_as_float(hi & 0xffff0000u)};
+}
 // One 32-bit word to shared memory by its shared-window address (the narrow QG path's P^T words).
 __device__ __forceinline__ void st_shared_u32(u32 addr, u32 v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v));

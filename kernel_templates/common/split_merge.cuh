@@ -178,8 +178,9 @@ __device__ __forceinline__ void split_merge(unsigned char* smem, int smem_bytes,
 // loop: L2 latency, not bandwidth) -- where there are splits enough to share:
 // idle groups cost a short merge its CTAs' latency (KERNEL_NOTES m2). Called
 // after pdl_wait(): the partials are the previous grid's. `store(d, o[4],
-// row_max, row_sum)` writes one normalised-later 4-wide output vector.
-template <int kRowsPerCta, int kDim, int kMaxSplits, int kMaxGroups, typename Store>
+// row_max, row_sum)` writes one normalised-later 4-wide output vector. kBf16Acc: the partial
+// rows are bf16, slot x kDim of them from p.acc (the hopper MLA backend's, m70).
+template <int kRowsPerCta, int kDim, int kMaxSplits, int kMaxGroups, bool kBf16Acc = false, typename Store>
 __device__ __forceinline__ void split_merge_row(const SplitPartials<kRowsPerCta, kDim>& p, int row, Store&& store) {
   constexpr int kVecs = kDim / 4;
   static_assert(kVecs % 32 == 0, "a thread group of kDim / 4 threads: whole warps");
@@ -232,7 +233,11 @@ __device__ __forceinline__ void split_merge_row(const SplitPartials<kRowsPerCta,
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int sp = s0 + j * groups;
-      if (sp < splits) a[j] = load_cg(p.acc + p.slot(sp, row) * kDim + d);
+      if constexpr (kBf16Acc) {
+        if (sp < splits) a[j] = load_cg_bf16x4(reinterpret_cast<const u16*>(p.acc) + p.slot(sp, row) * kDim + d);
+      } else {
+        if (sp < splits) a[j] = load_cg(p.acc + p.slot(sp, row) * kDim + d);
+      }
     }
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {

@@ -53,6 +53,14 @@ constexpr int cluster_merge_bytes() {
   return kR * kClusterRowStride * 4 + kR * 8 + kR * 4;
 }
 
+// A staged bf16 row (store_rows_staged, store_partials_bf16): 1040 bytes, so a warp's 8 rows x
+// 4 pairs hit 32 banks.
+constexpr int kStagedRowStride = kV + 8;
+template <int kR>
+constexpr int staged_rows_bytes() {
+  return kR * kStagedRowStride * 2;
+}
+
 struct NoSync {
   __device__ __forceinline__ void operator()() const {}
 };
@@ -101,12 +109,53 @@ __device__ __forceinline__ void store_partials_staged(const SplitPartials<kR, kV
   }
 }
 
+// A split's partial rows for the merge launch as bf16 (m70), through shared memory as
+// store_rows_staged stages the final rows (rows of kStagedRowStride bf16, the same
+// conflict-free pairs, then 16-byte stores of 512 contiguous bytes a warp instruction), into
+// the first half of each slot's fp32 space (slot x kV bf16 from partials.acc: the workspace
+// keeps its size); the (max, sum) by their owners in fp32 as before. Half of the fp32 rows'
+// bytes, written here and read by the merge launch: the round trip had cost dense H=128 B=1
+// L=8192 (64 splits) 2.3 us of 21.1 (session 38 run 3). A bf16 rounding (2^-9 relative) of
+// each split's unnormalised rows, which the merge weighs and sums: the output's own rounding.
+// Two warpgroups: `dim0` (0 or kV / 2) names the thread's.
+template <int kR, int kRowStride, int kRows, int kThreads, int kAccTiles, class Sync>
+__device__ __forceinline__ void store_partials_bf16(const SplitPartials<kR, kV>& partials, RowStateOf<kAccTiles>& st,
+                                                    unsigned char* smem, int split, int rb, int rt, int dim0,
+                                                    bool stats_owner, int lane, Sync& sync) {
+  constexpr int kStride = kStagedRowStride;
+  constexpr int kChunks = kV / 8;  // 16-byte chunks of a row
+  u16* const rows = reinterpret_cast<u16*>(smem);
+  u16* const out = reinterpret_cast<u16*>(partials.acc);
+  const int quad_row = lane >> 2, quad_col = lane & 3;
+  const int first_row = rb * kRowStride;
+  const int tid = ((dim0 / (kV / 2)) * 4 + rt) * 32 + lane;
+  sync();  // the schedule's last reads of shared memory are done
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = rt * 16 + quad_row + half * 8;
+#pragma unroll
+    for (int i = 0; i < kAccTiles; ++i)
+      *reinterpret_cast<u32*>(rows + r * kStride + dim0 + i * 8 + 2 * quad_col) =
+          pack_f32x2<false>(st.acc[i][2 * half], st.acc[i][2 * half + 1]);
+    if (stats_owner && quad_col == 0 && real_row<kR, kRowStride, kRows>(r, first_row + r))
+      partials.store_stats(split, r, st.row_max[half], st.row_sum[half]);
+  }
+  sync();
+  for (int c = tid; c < kR * kChunks; c += kThreads) {
+    const int r = c / kChunks, chunk = c % kChunks;
+    if (real_row<kR, kRowStride, kRows>(r, first_row + r))  // padding rows are neither stored nor merged
+      *reinterpret_cast<U32x4*>(out + partials.slot(split, r) * kV + chunk * 8) =
+          *reinterpret_cast<const U32x4*>(rows + r * kStride + chunk * 8);
+  }
+}
+
 // Warp row tile `rt` holds rows 16 rt.. and output dims dim0..; `stats_owner`:
 // this warp writes the rows' (max, sum) partials (one warp per row tile). Row r of the
 // CTA is the request's rb * kRowStride + r (shared_rows.cuh's real_row).
 // kClusterMerge: the kernel may run as split clusters (the host decides per launch).
 // kStagePartials: a split's partial rows go through shared memory (store_partials_staged; `sync`
-// a barrier over the kThreads threads).
+// a barrier over the kThreads threads), as bf16 where a merge launch reads them
+// (store_partials_bf16; merge_launch_row's kBf16Partials).
 template <int kR, int kRowStride, int kRows, int kThreads, bool kClusterMerge, bool kStagePartials = false,
           int kAccTiles, class Sync = NoSync>
 __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateOf<kAccTiles>& st,
@@ -186,6 +235,11 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
   const SplitPartials<kR, kV> partials(args.partial, (long long)args.batch * gridDim.y, args.num_splits, cta_id);
   if constexpr (kStagePartials) {
     if (multi) {  // m68: the partial rows through shared memory, 16-byte stores
+      if (args.merge_launch) {  // m70: as bf16
+        store_partials_bf16<kR, kRowStride, kRows, kThreads>(partials, st, smem, split, rb, rt, dim0, stats_owner,
+                                                             lane, sync);
+        return;
+      }
       store_partials_staged<kR, kRowStride, kRows, kThreads>(partials, st, smem, split, rb, rt, dim0, stats_owner,
                                                              lane, sync);
       if (args.merge_launch) return;
@@ -223,11 +277,6 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
 // row's 1 KB by 16-byte stores, a warp's 512 contiguous bytes an instruction. Straight from the
 // accumulators (finish_rows: 4-byte pairs, 8 rows x 16 bytes a warp instruction) the epilogue
 // took ~10 us a CTA of the sparse H=128 kernel (session 37 run 7). `tid`: 0..kThreads-1.
-constexpr int kStagedRowStride = kV + 8;  // a staged row's bf16: 1040 bytes, so a warp's 8 rows x 4 pairs hit 32 banks
-template <int kR>
-constexpr int staged_rows_bytes() {
-  return kR * kStagedRowStride * 2;
-}
 template <int kR, int kRowStride, int kRows, int kThreads, int kAccTiles, class Sync>
 __device__ __forceinline__ void store_rows_staged(const XqajitMlaArgs& args, RowStateOf<kAccTiles>& st,
                                                   unsigned char* smem, int rb, int b, int rt, int dim0,
@@ -265,7 +314,8 @@ constexpr int kMergeMaxGroups = kXqajitMlaMergeMaxGroups;  // the host sizes the
 constexpr int kMergeMaxThreads = kMergeMaxGroups * kV / 4;
 constexpr int kMergeMaxSplits = 64;  // the host's kMaxSplits (split_plan.hpp)
 
-template <int kR, int kRowStride, int kRows>
+// kBf16Partials: the decode kernel stored them as bf16 (store_partials_bf16).
+template <int kR, int kRowStride, int kRows, bool kBf16Partials = false>
 __device__ __forceinline__ void merge_launch_row(const XqajitMlaArgs& args) {
   const int r = blockIdx.x, rb = blockIdx.y, b = blockIdx.z;
   pdl_wait();  // the partials are the decode grid's
@@ -275,7 +325,7 @@ __device__ __forceinline__ void merge_launch_row(const XqajitMlaArgs& args) {
   const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
   const SplitPartials<kR, kV> partials(args.partial, (long long)args.batch * gridDim.y, args.num_splits,
                                        (long long)b * gridDim.y + rb);
-  split_merge_row<kR, kV, kMergeMaxSplits, kMergeMaxGroups>(partials, r, [&](int d, const float(&o)[4], float m, float sum) {
+  split_merge_row<kR, kV, kMergeMaxSplits, kMergeMaxGroups, kBf16Partials>(partials, r, [&](int d, const float(&o)[4], float m, float sum) {
     const float scale = row_extras<kHeads>(args, b, row, m, sum, row_out_scale(m, sum, kv_scale), d == 0);
     store_out_pair<kHeads>(args, b, row, d, o[0], o[1], scale);
     store_out_pair<kHeads>(args, b, row, d + 2, o[2], o[3], scale);

@@ -20,7 +20,9 @@
 //   stats    [batch * row_blocks][num_splits][rows_per_cta][2] float (max in
 //            log2 units, sum).
 // The merge is the last CTA's, or with merge_launch a second kernel's
-// (xqajit_mla_merge, in the same module); the counters stay zero then.
+// (xqajit_mla_merge, in the same module); the counters stay zero then. The hopper
+// module's merge-launch partials are bf16 (m70): [..][num_splits][rows_per_cta][512]
+// bf16 from acc's base, in the first half of the fp32 space (the size stays the same).
 
 #define XQAJIT_MLA_QK_DIM 576  // 512 latent ("nope") + 64 rope
 #define XQAJIT_MLA_V_DIM 512   // V is the first 512 of each cached row
