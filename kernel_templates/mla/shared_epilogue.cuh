@@ -53,7 +53,7 @@ constexpr int cluster_merge_bytes() {
   return kR * kClusterRowStride * 4 + kR * 8 + kR * 4;
 }
 
-// A staged bf16 row (store_rows_staged, store_partials_bf16): 1040 bytes, so a warp's 8 rows x
+// A staged bf16 row (store_rows_staged, store_partials_staged<kBf16>): 1040 bytes, so a warp's 8 rows x
 // 4 pairs hit 32 banks.
 constexpr int kStagedRowStride = kV + 8;
 template <int kR>
@@ -65,27 +65,50 @@ struct NoSync {
   __device__ __forceinline__ void operator()() const {}
 };
 
-// A split's partial rows (fp32, unnormalised) through shared memory (`smem`:
+// A split's partial rows (unnormalised) through shared memory (`smem`:
 // staged_partials_bytes<kR>(), free once `sync()`, a barrier over the kThreads threads, has seen
-// every thread's last read of it), the (max, sum) by their owners as before: each thread's
-// pairs into its rows there, `sync()`, then each row's 2 KB by 16-byte stores, a warp's 512
-// contiguous bytes an instruction. SplitPartials::store_pair wrote 8-byte pairs, 8 rows x 32
-// bytes a warp instruction, the pattern m67 removed from the one-split rows: m68 took dense
-// H=128 B=1 L=8192 from 31.7 to 21.1 us and sparse B=32 top-k 2048 from 70.8 to 59.2
-// (session 38 run 1). Two warpgroups: `dim0` (0 or kV / 2) names the thread's.
+// every thread's last read of it), the (max, sum) by their owners in fp32: each thread's pairs
+// into its rows there, `sync()`, then every row by 16-byte stores, a warp's 512 contiguous bytes
+// an instruction. SplitPartials::store_pair wrote 8-byte pairs, 8 rows x 32 bytes a warp
+// instruction, the pattern m67 removed from the one-split rows: m68 took dense H=128 B=1 L=8192
+// from 31.7 to 21.1 us and sparse B=32 top-k 2048 from 70.8 to 59.2 (session 38 run 1).
+// kBf16 (where a merge launch reads them, m70): the rows as bf16, staged as store_rows_staged
+// stages the final rows, into the first half of each slot's fp32 space (slot x kV bf16 from
+// partials.acc: the workspace keeps its size). Half of the fp32 rows' bytes, written here and
+// read by the merge launch: the round trip had cost dense H=128 B=1 L=8192 (64 splits) 2.3 us
+// of 21.1 (session 38 run 3). A bf16 rounding (2^-9 relative) of each split's unnormalised
+// rows, which the merge weighs and sums: the output's own rounding.
+// Two warpgroups: `dim0` (0 or kV / 2) names the thread's.
 constexpr int kStagedPartialStride = kV + 8;  // floats: a half-warp's 4 rows x 4 float2 on distinct banks
 template <int kR>
 constexpr int staged_partials_bytes() {
   return kR * kStagedPartialStride * 4;
 }
-template <int kR, int kRowStride, int kRows, int kThreads, int kAccTiles, class Sync>
+// A staged partial row's element, 16-byte chunk and stride (in elements).
+template <bool kBf16>
+struct StagedPartial {
+  using Elem = float;
+  using Chunk = F32x4;
+  static constexpr int kStride = kStagedPartialStride;
+};
+template <>
+struct StagedPartial<true> {
+  using Elem = u16;
+  using Chunk = U32x4;
+  static constexpr int kStride = kStagedRowStride;
+};
+template <int kR, int kRowStride, int kRows, int kThreads, bool kBf16, int kAccTiles, class Sync>
 __device__ __forceinline__ void store_partials_staged(const SplitPartials<kR, kV>& partials,
                                                       RowStateOf<kAccTiles>& st, unsigned char* smem, int split,
                                                       int rb, int rt, int dim0, bool stats_owner, int lane,
                                                       Sync& sync) {
-  constexpr int kStride = kStagedPartialStride;
-  constexpr int kChunks = kV / 4;  // 16-byte chunks of a row
-  float* const rows = reinterpret_cast<float*>(smem);
+  using Elem = typename StagedPartial<kBf16>::Elem;
+  using Chunk = typename StagedPartial<kBf16>::Chunk;
+  constexpr int kStride = StagedPartial<kBf16>::kStride;
+  constexpr int kPerChunk = 16 / sizeof(Elem);
+  constexpr int kChunks = kV / kPerChunk;  // 16-byte chunks of a row
+  Elem* const rows = reinterpret_cast<Elem*>(smem);
+  Elem* const out = reinterpret_cast<Elem*>(partials.acc);
   const int quad_row = lane >> 2, quad_col = lane & 3;
   const int first_row = rb * kRowStride;
   const int tid = ((dim0 / (kV / 2)) * 4 + rt) * 32 + lane;
@@ -94,9 +117,13 @@ __device__ __forceinline__ void store_partials_staged(const SplitPartials<kR, kV
   for (int half = 0; half < 2; ++half) {
     const int r = rt * 16 + quad_row + half * 8;
 #pragma unroll
-    for (int i = 0; i < kAccTiles; ++i)
-      *reinterpret_cast<float2*>(rows + r * kStride + dim0 + i * 8 + 2 * quad_col) =
-          make_float2(st.acc[i][2 * half], st.acc[i][2 * half + 1]);
+    for (int i = 0; i < kAccTiles; ++i) {
+      Elem* const pair = rows + r * kStride + dim0 + i * 8 + 2 * quad_col;
+      if constexpr (kBf16)
+        *reinterpret_cast<u32*>(pair) = pack_f32x2<false>(st.acc[i][2 * half], st.acc[i][2 * half + 1]);
+      else
+        *reinterpret_cast<float2*>(pair) = make_float2(st.acc[i][2 * half], st.acc[i][2 * half + 1]);
+    }
     if (stats_owner && quad_col == 0 && real_row<kR, kRowStride, kRows>(r, first_row + r))
       partials.store_stats(split, r, st.row_max[half], st.row_sum[half]);
   }
@@ -104,48 +131,8 @@ __device__ __forceinline__ void store_partials_staged(const SplitPartials<kR, kV
   for (int c = tid; c < kR * kChunks; c += kThreads) {
     const int r = c / kChunks, chunk = c % kChunks;
     if (real_row<kR, kRowStride, kRows>(r, first_row + r))  // padding rows are neither stored nor merged
-      *reinterpret_cast<F32x4*>(partials.acc + partials.slot(split, r) * kV + chunk * 4) =
-          *reinterpret_cast<const F32x4*>(rows + r * kStride + chunk * 4);
-  }
-}
-
-// A split's partial rows for the merge launch as bf16 (m70), through shared memory as
-// store_rows_staged stages the final rows (rows of kStagedRowStride bf16, the same
-// conflict-free pairs, then 16-byte stores of 512 contiguous bytes a warp instruction), into
-// the first half of each slot's fp32 space (slot x kV bf16 from partials.acc: the workspace
-// keeps its size); the (max, sum) by their owners in fp32 as before. Half of the fp32 rows'
-// bytes, written here and read by the merge launch: the round trip had cost dense H=128 B=1
-// L=8192 (64 splits) 2.3 us of 21.1 (session 38 run 3). A bf16 rounding (2^-9 relative) of
-// each split's unnormalised rows, which the merge weighs and sums: the output's own rounding.
-// Two warpgroups: `dim0` (0 or kV / 2) names the thread's.
-template <int kR, int kRowStride, int kRows, int kThreads, int kAccTiles, class Sync>
-__device__ __forceinline__ void store_partials_bf16(const SplitPartials<kR, kV>& partials, RowStateOf<kAccTiles>& st,
-                                                    unsigned char* smem, int split, int rb, int rt, int dim0,
-                                                    bool stats_owner, int lane, Sync& sync) {
-  constexpr int kStride = kStagedRowStride;
-  constexpr int kChunks = kV / 8;  // 16-byte chunks of a row
-  u16* const rows = reinterpret_cast<u16*>(smem);
-  u16* const out = reinterpret_cast<u16*>(partials.acc);
-  const int quad_row = lane >> 2, quad_col = lane & 3;
-  const int first_row = rb * kRowStride;
-  const int tid = ((dim0 / (kV / 2)) * 4 + rt) * 32 + lane;
-  sync();  // the schedule's last reads of shared memory are done
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = rt * 16 + quad_row + half * 8;
-#pragma unroll
-    for (int i = 0; i < kAccTiles; ++i)
-      *reinterpret_cast<u32*>(rows + r * kStride + dim0 + i * 8 + 2 * quad_col) =
-          pack_f32x2<false>(st.acc[i][2 * half], st.acc[i][2 * half + 1]);
-    if (stats_owner && quad_col == 0 && real_row<kR, kRowStride, kRows>(r, first_row + r))
-      partials.store_stats(split, r, st.row_max[half], st.row_sum[half]);
-  }
-  sync();
-  for (int c = tid; c < kR * kChunks; c += kThreads) {
-    const int r = c / kChunks, chunk = c % kChunks;
-    if (real_row<kR, kRowStride, kRows>(r, first_row + r))  // padding rows are neither stored nor merged
-      *reinterpret_cast<U32x4*>(out + partials.slot(split, r) * kV + chunk * 8) =
-          *reinterpret_cast<const U32x4*>(rows + r * kStride + chunk * 8);
+      *reinterpret_cast<Chunk*>(out + partials.slot(split, r) * kV + chunk * kPerChunk) =
+          *reinterpret_cast<const Chunk*>(rows + r * kStride + chunk * kPerChunk);
   }
 }
 
@@ -155,7 +142,7 @@ __device__ __forceinline__ void store_partials_bf16(const SplitPartials<kR, kV>&
 // kClusterMerge: the kernel may run as split clusters (the host decides per launch).
 // kStagePartials: a split's partial rows go through shared memory (store_partials_staged; `sync`
 // a barrier over the kThreads threads), as bf16 where a merge launch reads them
-// (store_partials_bf16; merge_launch_row's kBf16Partials).
+// (merge_launch_row's kBf16Partials).
 template <int kR, int kRowStride, int kRows, int kThreads, bool kClusterMerge, bool kStagePartials = false,
           int kAccTiles, class Sync = NoSync>
 __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateOf<kAccTiles>& st,
@@ -236,12 +223,12 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
   if constexpr (kStagePartials) {
     if (multi) {  // m68: the partial rows through shared memory, 16-byte stores
       if (args.merge_launch) {  // m70: as bf16
-        store_partials_bf16<kR, kRowStride, kRows, kThreads>(partials, st, smem, split, rb, rt, dim0, stats_owner,
-                                                             lane, sync);
+        store_partials_staged<kR, kRowStride, kRows, kThreads, true>(partials, st, smem, split, rb, rt, dim0,
+                                                                     stats_owner, lane, sync);
         return;
       }
-      store_partials_staged<kR, kRowStride, kRows, kThreads>(partials, st, smem, split, rb, rt, dim0, stats_owner,
-                                                             lane, sync);
+      store_partials_staged<kR, kRowStride, kRows, kThreads, false>(partials, st, smem, split, rb, rt, dim0,
+                                                                    stats_owner, lane, sync);
       if (args.merge_launch) return;
       if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, s_is_last)) return;
       __syncthreads();  // the pipeline region becomes the merge buffer
@@ -314,7 +301,7 @@ constexpr int kMergeMaxGroups = kXqajitMlaMergeMaxGroups;  // the host sizes the
 constexpr int kMergeMaxThreads = kMergeMaxGroups * kV / 4;
 constexpr int kMergeMaxSplits = 64;  // the host's kMaxSplits (split_plan.hpp)
 
-// kBf16Partials: the decode kernel stored them as bf16 (store_partials_bf16).
+// kBf16Partials: the decode kernel stored them as bf16 (store_partials_staged<kBf16>).
 template <int kR, int kRowStride, int kRows, bool kBf16Partials = false>
 __device__ __forceinline__ void merge_launch_row(const XqajitMlaArgs& args) {
   const int r = blockIdx.x, rb = blockIdx.y, b = blockIdx.z;
