@@ -229,7 +229,6 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
       }
       store_partials_staged<kR, kRowStride, kRows, kThreads, false>(partials, st, smem, split, rb, rt, dim0,
                                                                     stats_owner, lane, sync);
-      if (args.merge_launch) return;
       if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, s_is_last)) return;
       __syncthreads();  // the pipeline region becomes the merge buffer
       split_merge<kR, kV, kThreads>(smem, merge_bytes, partials, valid_rows, store_merged);
