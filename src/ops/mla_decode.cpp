@@ -209,6 +209,7 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   request.smem_bytes = geo.smem_bytes;
   request.merge_cap = merge_split_cap(geo.merge_bytes, geo.rows_per_cta);
   request.requested = p.num_splits;
+  request.one_tile_splits = plan.spec.sparse;
   const SplitPlan split = plan_splits(kOp, request, device);
   plan.num_splits = split.num_splits;
   plan.split_tokens = split.split_tokens;

@@ -49,6 +49,14 @@ SplitPlan plan_splits(const char* op, const SplitRequest& r, const DeviceInfo& d
     // Short splits past short_split_cap cost more to merge than they save (decode.cpp: tall
     // row blocks merge in one cluster); long ones amortize the merge and keep the slot count.
     if (by_slots > r.short_split_cap && tiles_per_split(by_slots) <= kShortSplitTiles) by_slots = r.short_split_cap;
+    // Sparse MLA at a batch of one or a few: splits of one tile beat kMinSplitTiles where the
+    // launch still takes at most half of the slots (session 39 run 2, H200, top-k 2048, 16 ->
+    // 32 splits: H=128 B=1 14.3 -> 13.1 us, H=64 B=1 14.6 -> 12.7, H=16 B=1 13.2 -> 12.2; top-k
+    // 512 H=128 B=1 4 -> 8 splits 12.6 -> 10.8); filling every slot so lost (H=128 B=2, 64
+    // clusters: 14.9 -> 15.7).
+    if (r.one_tile_splits)
+      by_slots = std::max(by_slots, std::clamp<std::int64_t>(std::min(r.covered_keys / tile, sms * per_sm / (2 * base)),
+                                                              1, r.merge_cap));
     splits = static_cast<int>(by_slots);
   }
   std::int64_t split_tokens = (r.covered_keys + splits - 1) / splits;

@@ -345,6 +345,34 @@ TEST_CASE("sparse mla_decode plans: hopper on sm_90a, a CTA's rows one token's h
                 "sparse bf16 at one row block a token: the math threads gather (m19)");
 }
 
+TEST_CASE("sparse mla_decode plans splits of one tile where the launch takes at most half of the slots",
+          "[mla][args][sparse]") {
+  auto splits = [](int heads, int batch, int topk, DType kv = DType::fp8ds) {
+    MlaDecodeParams p = sparse_params();
+    p.kv = kv;
+    p.num_heads = heads;
+    p.batch = batch;
+    p.q_len = 1;
+    p.topk = topk;
+    return mla_decode_plan(p, h100()).num_splits;
+  };
+  // Session 39 run 2 (H200): one tile a split at B=1, two where one-tile splits would fill the slots.
+  CHECK(splits(128, 1, 2048) == 32);  // 32 clusters of two CTAs: half of the 132 SMs
+  CHECK(splits(128, 1, 2048, DType::bf16) == 32);
+  CHECK(splits(64, 1, 2048) == 32);
+  CHECK(splits(16, 1, 2048) == 32);
+  CHECK(splits(128, 1, 512) == 8);
+  CHECK(splits(128, 2, 2048) == 16);  // 64 clusters of one tile lost to 32 of two
+  CHECK(splits(128, 64, 2048) == 1);
+  // Dense splits keep two tiles at least: B=1 L=4096 (64 tiles) caps at 32 splits.
+  MlaDecodeParams dense = valid_params();
+  dense.batch = 1;
+  dense.num_heads = 64;
+  dense.q_len = 1;
+  dense.max_pages_per_seq = 64;  // 4096 keys, 64 tiles
+  CHECK(mla_decode_plan(dense, h100()).num_splits == 32);
+}
+
 TEST_CASE("the fp8-with-scales cache (kv=fp8ds): byte strides, bf16 Q, plans on both backends",
           "[mla][args][fp8ds]") {
   auto ds = [] {

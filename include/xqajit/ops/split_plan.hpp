@@ -32,6 +32,9 @@ struct SplitRequest {
   /// kShortSplitTiles tiles); a request may ask for more.
   int short_split_cap = kMaxSplits;
   int requested = 0;              ///< the caller's num_splits (0 = automatic)
+  /// Whether the automatic choice may cut splits of one tile where the launch then takes at
+  /// most half of the resident slots (sparse MLA: split_plan.cpp says why).
+  bool one_tile_splits = false;
   /// Short splits fill the SMs once with this many CTAs each (capped by what fits):
   /// 1 where a CTA streams at the SM's share of bandwidth alone, 2 where one CTA's
   /// per-tile chain is the limit and a second overlaps it (GQA hopper, fp8 cache).
