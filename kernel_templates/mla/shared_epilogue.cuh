@@ -220,6 +220,12 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
     }
   }
   const SplitPartials<kR, kV> partials(args.partial, (long long)args.batch * gridDim.y, args.num_splits, cta_id);
+  // Once this split's partials are out: the last split of the (request, row block) merges them.
+  const auto merge_if_last = [&] {
+    if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, s_is_last)) return;
+    __syncthreads();  // the pipeline region becomes the merge buffer
+    split_merge<kR, kV, kThreads>(smem, merge_bytes, partials, valid_rows, store_merged);
+  };
   if constexpr (kStagePartials) {
     if (multi) {  // m68: the partial rows through shared memory, 16-byte stores
       if (args.merge_launch) {  // m70: as bf16
@@ -229,9 +235,7 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
       }
       store_partials_staged<kR, kRowStride, kRows, kThreads, false>(partials, st, smem, split, rb, rt, dim0,
                                                                     stats_owner, lane, sync);
-      if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, s_is_last)) return;
-      __syncthreads();  // the pipeline region becomes the merge buffer
-      split_merge<kR, kV, kThreads>(smem, merge_bytes, partials, valid_rows, store_merged);
+      merge_if_last();
       return;
     }
   }
@@ -251,10 +255,7 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
     if (multi && stats_owner && quad_col == 0) partials.store_stats(split, r, st.row_max[half], st.row_sum[half]);
   }
   if (!multi || args.merge_launch) return;
-
-  if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, s_is_last)) return;
-  __syncthreads();  // the pipeline region becomes the merge buffer
-  split_merge<kR, kV, kThreads>(smem, merge_bytes, partials, valid_rows, store_merged);
+  merge_if_last();
 }
 
 // One split's final rows through shared memory (`smem`: staged_rows_bytes<kR>(), 16-byte
