@@ -24,7 +24,13 @@ struct QuadHoldsTile {
 // splits S's keys between its two warpgroups), `combine` (kActive = true) folds
 // their max into the quad's before it is used; row_sum then sums this thread's
 // columns only, and the holders' sums add up at the end.
-template <int kN, class Combine = QuadHoldsTile>
+//
+// kLazyLog2 > 0 (lazy rescaling): the running max moves only where the tile's exceeds it by
+// more than kLazyLog2 (log2 units); otherwise it stays, corr is 1 (rescale_rows skips the
+// rows) and this tile's exponentials reach up to 2^kLazyLog2. The sum and the output stay
+// relative to the same max, so the result is the same softmax; only callers whose P tolerates
+// values above 1 (bf16 P: any magnitude at the same relative precision) may ask for it.
+template <int kLazyLog2 = 0, int kN, class Combine = QuadHoldsTile>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[kN][4], float (&row_max)[2], float (&row_sum)[2],
                                                     float (&corr)[2], const Combine& combine = {}) {
   const float kInf = __int_as_float(0x7f800000);
@@ -36,6 +42,8 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[kN][4], float (&r
   }
   float base[2], tile_sum[2] = {0.f, 0.f};
   auto settle = [&](int half) {
+    if constexpr (kLazyLog2 > 0)  // -inf + k is -inf: a row's first visible key always moves it
+      if (!(tile_max[half] > row_max[half] + kLazyLog2)) tile_max[half] = row_max[half];
     base[half] = tile_max[half] == -kInf ? 0.f : tile_max[half];
     corr[half] = fast_exp2(row_max[half] - base[half]);
     row_max[half] = tile_max[half];

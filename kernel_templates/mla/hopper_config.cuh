@@ -98,6 +98,10 @@ constexpr int kSmemEnd = kQgmma && kQgEnd > kTileSmemEnd ? kQgEnd : kTileSmemEnd
 // copy rate on an H100 (session 21 runs 1-2, docs/MLA_HOPPER_NOTES.md m13).
 constexpr bool kSeesaw = kTma && kRows >= 2 * kR;
 constexpr int kSeesawMinTiles = 8;
+// Lazy rescaling (m75, common/online_softmax.cuh): where P is bf16, the running max moves only
+// by more than 2^8, so O's rescale (128 multiplies a thread, on the chain before P V) is
+// skipped on almost every tile. The fp8 tensor cores' P (e4m3, stored x 2^8) keeps 0.
+constexpr int kLazyLog2 = 8;
 // The QGMMA schedule (kQgmma) over the per-tile one with its bf16 conversion (m38), from this
 // many tiles a split: at 2 an fp8 Q lost (H=128 B=1 L=8192 41.4 against 35.1 us), at exactly 8
 // it wins (B=1 L=32768 59.0 against 60.6 us, B=4 L=8192 58.5 against 60.0); a split Q, whose

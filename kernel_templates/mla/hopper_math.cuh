@@ -124,7 +124,8 @@ __device__ __forceinline__ void pv_wgmma(RowState& st, float (&s)[kHalfKeys / 8]
   scale_and_mask(s, tile_start + wg * kHalfKeys, tile_needs_mask(tile_start, split_end, draft_begin), split_end,
                  draft_begin, st.bits, logit_scale_log2, quad_col, MLA_SPARSE ? key_ok + wg * kHalfKeys : nullptr);
   float corr[2];
-  online_softmax_tile(s, st.row_max, st.row_sum, corr, RowMaxExchange{xchg.max, wg, rt * 16 + quad_row, quad_col});
+  online_softmax_tile<kLazyLog2>(s, st.row_max, st.row_sum, corr,
+                                 RowMaxExchange{xchg.max, wg, rt * 16 + quad_row, quad_col});
   rescale_rows(st.acc, corr);
   // P as the k16 A fragments of the four key steps: this warpgroup's two, and the other's two.
   u32 mine[kHalfKeys / 16][4], theirs[kHalfKeys / 16][4];

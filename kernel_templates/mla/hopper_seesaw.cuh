@@ -198,7 +198,7 @@ struct SeesawStep {
 // max: publishes max0 and scale0 = 2^(old max - max0) of rows r0, r0 + 8 and arrives on
 // kScale0Ready; s -> 2^(s - max0), the rows' sums onto max0. scale0 for the caller's O.
 // (The bf16 seesaw and the fp8 one, mla/hopper_qgmma.cuh, share it.)
-template <bool kSteady>
+template <bool kSteady, int kLazy = 0>
 __device__ __forceinline__ void softmax_max0(float (&s)[8][4], RowState& st, float* max, float* scale0_out,
                                              const SeesawSplit& sp, int start_a, int r0, int lane,
                                              float (&scale0)[2]) {
@@ -211,6 +211,8 @@ __device__ __forceinline__ void softmax_max0(float (&s)[8][4], RowState& st, flo
   for (int h = 0; h < 2; ++h) {
     const float old = max[r0 + 8 * h];
     m[h] = fmaxf(old, m[h]);
+    if constexpr (kLazy > 0)  // lazy rescaling (online_softmax_tile): the max moves by more than 2^kLazy only
+      if (!(m[h] > old + kLazy)) m[h] = old;
     base[h] = exp_base(m[h]);
     scale0[h] = fast_exp2(old - base[h]);
   }
@@ -228,7 +230,7 @@ __device__ __forceinline__ void softmax_max0(float (&s)[8][4], RowState& st, flo
 // kScale0Ready says max0 is there: publishes max1 and scale1 = 2^(max0 - max1) and arrives on
 // kScale1Ready; s -> 2^(s - max1), the rows' sums onto max1. carry = scale0 scale1 for the
 // caller's O.
-template <bool kSteady>
+template <bool kSteady, int kLazy = 0>
 __device__ __forceinline__ void softmax_max1(float (&s)[8][4], RowState& st, float* max, const float* scale0_in,
                                              float* scale1_out, const SeesawSplit& sp, int start_b, bool has_b,
                                              int r0, int lane, float (&carry)[2]) {
@@ -244,6 +246,8 @@ __device__ __forceinline__ void softmax_max1(float (&s)[8][4], RowState& st, flo
   for (int h = 0; h < 2; ++h) {
     const float max0 = max[r0 + 8 * h];
     m[h] = fmaxf(max0, m[h]);
+    if constexpr (kLazy > 0)
+      if (!(m[h] > max0 + kLazy)) m[h] = max0;
     base[h] = exp_base(m[h]);
     scale1[h] = fast_exp2(max0 - base[h]);
     carry[h] = scale0_in[r0 + 8 * h] * scale1[h];
@@ -272,7 +276,7 @@ __device__ __forceinline__ void wg0_step(float (&s)[8][4], RowState& st, const S
   // softmax(S_a) against the running max: max0, scale0.
   const int start_a = sp.split_begin + a * kTile;
   float scale0[2];
-  softmax_max0<kSteady>(s, st, sm.max, sm.scale0, sp, start_a, r0, lane, scale0);
+  softmax_max0<kSteady, kLazyLog2>(s, st, sm.max, sm.scale0, sp, start_a, r0, lane, scale0);
   rescale_rows(st.acc, scale0);
 
   // O0 += P_a V_a[:, :256].
@@ -346,7 +350,7 @@ __device__ __forceinline__ void wg1_step(float (&s)[8][4], RowState& st, const S
   // softmax(S_b) against max0: max1, scale1; O1 and the sums onto max1.
   const int start_b = sp.split_begin + (a + 1) * kTile;
   float carry[2];
-  softmax_max1<kSteady>(s, st, sm.max, sm.scale0, sm.scale1, sp, start_b, step.has_b, r0, lane, carry);
+  softmax_max1<kSteady, kLazyLog2>(s, st, sm.max, sm.scale0, sm.scale1, sp, start_b, step.has_b, r0, lane, carry);
   rescale_rows(st.acc, carry);
 
   // P_b -> shared memory for warpgroup 0; O1 += P_b V_b[:, 256:].

@@ -71,7 +71,7 @@ __device__ __forceinline__ void split_pv_wg0(RowState& st, const SplitPvTiles& t
     scale_and_mask(s, tile_start, tile_needs_mask(tile_start, t.split_end, t.draft_begin), t.split_end,
                    t.draft_begin, st.bits, t.logit_scale_log2, quad_col, MLA_SPARSE ? t.key_ok + (it & 1) * kTile : nullptr);
     float corr[2];
-    online_softmax_tile(s, st.row_max, st.row_sum, corr);
+    online_softmax_tile<kLazyLog2>(s, st.row_max, st.row_sum, corr);
     rescale_rows(st.acc, corr);
     u32 pa[4][4];
     const float one[2] = {1.f, 1.f};
