@@ -238,6 +238,20 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     empty.seq_lens = {0, 0, 0};
     empty.num_splits = 4;
     cases.push_back(empty);
+    // Logits spread 16 x wider than the grid's (hopper: the lazy rescaling of m75, where the
+    // running max moves only by more than 2^8): a tile's max often passes the running one by
+    // more than that (the max moves, O rescales) and often by less (it stays, P reaches up to
+    // 2^8). The seesaw (128 heads, one split), the per-tile schedule (64 heads, the
+    // launcher's splits) and 16 rows (the narrow schedule), bf16 throughout.
+    for (int heads : {128, 64, 16}) {
+      MlaCase sharp;
+      sharp.backend = b;
+      sharp.heads = heads;
+      sharp.seq_lens = heads == 64 ? std::vector<int>{3000, 1234} : std::vector<int>{4100, 900};
+      sharp.num_splits = heads == 64 ? 0 : 1;
+      sharp.sm_scale *= 16.f;
+      cases.push_back(sharp);
+    }
   }
   for (Backend b : backends()) for (DType input : {DType::fp8, DType::bf16}) {
     if (!device_has_fp8()) break;
