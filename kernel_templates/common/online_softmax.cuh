@@ -9,6 +9,16 @@
 
 namespace xqajit {
 
+// Lazy rescaling: the running max `old` takes the tile's `m` (>= old) only where it passes old
+// by more than kLazyLog2 (log2 units; 0: always). -inf + k is -inf, so a row's first visible key
+// always moves it.
+template <int kLazyLog2>
+__device__ __forceinline__ float lazy_max(float m, float old) {
+  if constexpr (kLazyLog2 > 0)
+    if (!(m > old + kLazyLog2)) m = old;
+  return m;
+}
+
 // The default of online_softmax_tile's `combine`: the quad holds all of the tile's columns.
 struct QuadHoldsTile {
   static constexpr bool kActive = false;
@@ -42,8 +52,7 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[kN][4], float (&r
   }
   float base[2], tile_sum[2] = {0.f, 0.f};
   auto settle = [&](int half) {
-    if constexpr (kLazyLog2 > 0)  // -inf + k is -inf: a row's first visible key always moves it
-      if (!(tile_max[half] > row_max[half] + kLazyLog2)) tile_max[half] = row_max[half];
+    tile_max[half] = lazy_max<kLazyLog2>(tile_max[half], row_max[half]);
     base[half] = tile_max[half] == -kInf ? 0.f : tile_max[half];
     corr[half] = fast_exp2(row_max[half] - base[half]);
     row_max[half] = tile_max[half];

@@ -210,9 +210,7 @@ __device__ __forceinline__ void softmax_max0(float (&s)[8][4], RowState& st, flo
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float old = max[r0 + 8 * h];
-    m[h] = fmaxf(old, m[h]);
-    if constexpr (kLazy > 0)  // lazy rescaling (online_softmax_tile): the max moves by more than 2^kLazy only
-      if (!(m[h] > old + kLazy)) m[h] = old;
+    m[h] = lazy_max<kLazy>(fmaxf(old, m[h]), old);
     base[h] = exp_base(m[h]);
     scale0[h] = fast_exp2(old - base[h]);
   }
@@ -245,9 +243,7 @@ __device__ __forceinline__ void softmax_max1(float (&s)[8][4], RowState& st, flo
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float max0 = max[r0 + 8 * h];
-    m[h] = fmaxf(max0, m[h]);
-    if constexpr (kLazy > 0)
-      if (!(m[h] > max0 + kLazy)) m[h] = max0;
+    m[h] = lazy_max<kLazy>(fmaxf(max0, m[h]), max0);
     base[h] = exp_base(m[h]);
     scale1[h] = fast_exp2(max0 - base[h]);
     carry[h] = scale0_in[r0 + 8 * h] * scale1[h];
