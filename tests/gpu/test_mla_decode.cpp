@@ -242,7 +242,8 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     // running max moves only by more than 2^8): a tile's max often passes the running one by
     // more than that (the max moves, O rescales) and often by less (it stays, P reaches up to
     // 2^8). The seesaw (128 heads, one split), the per-tile schedule (64 heads, the
-    // launcher's splits) and 16 rows (the narrow schedule), bf16 throughout.
+    // launcher's splits) and 16 rows (the narrow schedule, which rescales eagerly), bf16
+    // throughout.
     for (int heads : {128, 64, 16}) {
       MlaCase sharp;
       sharp.backend = b;
