@@ -29,8 +29,10 @@ __device__ __forceinline__ F32x4 load_cg(const float* p) {
 __device__ __forceinline__ F32x4 load_cg_bf16x4(const u16* p) {
   u32 lo, hi;
   asm volatile("ld.global.cg.v2.u32 {%0,%1}, [%2];" : "=r"(lo), "=r"(hi) : "l"(p));
-  return F32x4{__uint_as_float(lo << 16), __uint_as_float(lo & 0xffff0000u), __uint_as_float(hi << 16),
-               __uint_as_float(hi & 0xffff0000u)};
+  F32x4 v;
+  unpack_x2<false>(lo, v.x, v.y);
+  unpack_x2<false>(hi, v.z, v.w);
+  return v;
 }
 // One 32-bit word to shared memory by its shared-window address (the narrow QG path's P^T words).
 __device__ __forceinline__ void st_shared_u32(u32 addr, u32 v) {

@@ -233,10 +233,9 @@ __device__ __forceinline__ void split_merge_row(const SplitPartials<kRowsPerCta,
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int sp = s0 + j * groups;
-      if constexpr (kBf16Acc) {
-        if (sp < splits) a[j] = load_cg_bf16x4(reinterpret_cast<const u16*>(p.acc) + p.slot(sp, row) * kDim + d);
-      } else {
-        if (sp < splits) a[j] = load_cg(p.acc + p.slot(sp, row) * kDim + d);
+      if (sp < splits) {
+        if constexpr (kBf16Acc) a[j] = load_cg_bf16x4(reinterpret_cast<const u16*>(p.acc) + p.slot(sp, row) * kDim + d);
+        else a[j] = load_cg(p.acc + p.slot(sp, row) * kDim + d);
       }
     }
 #pragma unroll
