@@ -89,6 +89,14 @@ struct BenchPages {
   std::size_t per_seq, count;  // pages per request, pages in the pool
   std::vector<std::int32_t> order;  // the pool shuffled: request b's page j is order[b * per_seq + j]
   DeviceBuffer table, lens;
+  std::vector<std::int32_t> lengths;  // upload()'s, on the host
+
+  /// Keys over every request (upload()'s lengths).
+  double total_keys() const {
+    double n = 0;
+    for (std::int32_t l : lengths) n += l;
+    return n;
+  }
 
   BenchPages(int batch_, int len_, int page_size_)
       : batch(batch_), len(len_), page_size(page_size_), per_seq((len_ + page_size_ - 1) / page_size_),
@@ -109,11 +117,18 @@ struct BenchPages {
     std::shuffle(order.begin(), order.end(), rng);
   }
 
-  /// shuffle(), then the block table and the lengths on the device, in `p`.
+  /// shuffle(), then the block table and the lengths on the device, in `p`: each `len`, or
+  /// (`ragged`) uniform on [1, len] from a generator seeded by the shape (so a peer's bench
+  /// can draw the same ones: B x 7919 + L into std::mt19937).
   template <class Params>
-  void upload(Params& p, std::mt19937& rng) {
+  void upload(Params& p, std::mt19937& rng, bool ragged = false) {
     shuffle(rng);
-    const std::vector<std::int32_t> lengths(batch, len);
+    lengths.assign(batch, len);
+    if (ragged) {
+      std::mt19937 g(static_cast<unsigned>(batch) * 7919u + static_cast<unsigned>(len));
+      std::uniform_int_distribution<int> u(1, len);
+      for (std::int32_t& l : lengths) l = u(g);
+    }
     table = to_device(order);
     lens = to_device(lengths);
     p.block_table = table.get<std::int32_t>();

@@ -14,6 +14,8 @@
 //             GB/s = valid indices x the row's bytes (656 fp8ds, 1152 bf16) / time; TFLOP/s =
 //             2 * B * q_len * H * TOPK * (576 + 512) / time)
 //   bench_mla --backend hopper|portable   (that backend only; default every one this GPU runs)
+//   bench_mla --ragged   (dense: request lengths uniform on [1, L], GB/s and TFLOP/s over the
+//             keys drawn: a serving batch, whose longest request sets a one-split launch's time)
 // The options combine, in any order.
 #include <fmt/format.h>
 
@@ -162,6 +164,10 @@ int main(int argc, char** argv) {
   try {
     const auto [topk, invalid_pct] = sparse_options(argc, argv);
     const BenchExtras extras = BenchExtras::parse(argc, argv);
+    // --ragged (dense): request lengths uniform on [1, L] (BenchPages::upload), GB/s and TFLOP/s
+    // over the keys drawn.
+    const bool ragged = has_flag(argc, argv, "--ragged");
+    if (ragged && topk) throw ArgumentError("--ragged: dense shapes only (not with --sparse)");
     std::vector<Shape> shapes = topk ? sparse_shapes() : dense_shapes();
     if (const char* list = flag_value(argc, argv, "--shapes")) shapes = parse_shapes(list);
     for (Shape& s : shapes) {
@@ -225,13 +231,14 @@ int main(int argc, char** argv) {
           p.topk = s.topk;
           p.max_pages_per_seq = 0;
         } else {
-          pages.upload(p, rng);
+          pages.upload(p, rng, ragged);
         }
         const ExtrasBuffers extra(extras, s.B, s.q_len, s.H, rng);
         p.lse = extra.lse();
         p.attn_sink = extra.sinks();
         const std::string label =
-            key + (s.topk && invalid_pct ? fmt::format(" ({}% -1)", invalid_pct) : "") + extras.label();
+            key + (s.topk && invalid_pct ? fmt::format(" ({}% -1)", invalid_pct) : "") + (ragged ? " ragged" : "") +
+            extras.label();
         MlaDecodePlan plan;
         try {
           plan = mla_decode_plan(p, info);
@@ -270,8 +277,8 @@ int main(int argc, char** argv) {
         });
         // Dense: every key's row once; sparse: every valid index's row (a row two tokens'
         // lists name counts twice, as the kernel gathers it twice).
-        const double bytes = s.topk ? double(valid) * row_bytes : double(s.B) * s.L * row_bytes;
-        const double keys_per_row = s.topk ? s.topk : s.L;
+        const double bytes = s.topk ? double(valid) * row_bytes : pages.total_keys() * row_bytes;
+        const double keys_per_row = s.topk ? s.topk : pages.total_keys() / s.B;
         const double gbps = bytes / (us * 1e-6) / 1e9;
         const double tflops = 2.0 * s.B * s.q_len * s.H * keys_per_row * (576 + 512) / (us * 1e-6) / 1e12;
         // "64+m": 64 splits merged by a second launch (MlaDecodePlan::merge_launch).
