@@ -8,7 +8,10 @@
 // step, warpgroup 0 computes S on one and warpgroup 1 on the other, the row max
 // and each one's P cross through shared memory, each accumulates its 256 output
 // dims with both P, and the two buffers are refilled column block by column
-// block by TMA as their readers finish.
+// block by TMA as their readers finish. Where the host plans the balanced grid
+// (args.balanced_parts, mla/balanced_plan.h, m77d), a CTA is a walker over a
+// share of the batch's tiles, as one or two pieces of requests
+// (mla/hopper_balanced.cuh), or a request run whole.
 //
 // Per tile (every other spec; mla/hopper_math.cuh): both warpgroups on each
 // tile, each S = Q K^T over half its keys (m64n32k16), the row max and P halves
@@ -47,6 +50,7 @@
 #include "common/registers.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
+#include "mla/hopper_balanced.cuh"
 #include "mla/hopper_config.cuh"
 #include "mla/hopper_epilogue.cuh"
 #include "mla/hopper_loads.cuh"
@@ -76,7 +80,6 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   __shared__ unsigned char s_key_ok[MLA_SPARSE ? 2 * kTile : 1];
   // 128-byte swizzle atoms must sit on 1024-byte boundaries (descriptor base offset 0).
   unsigned char* const smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
-  const float kInf = __int_as_float(0x7f800000);
 
   const int split = blockIdx.x, rb = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -106,6 +109,12 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   pdl_wait();
   pdl_launch_dependents();
 
+  if constexpr (kSeesaw) {
+    if (args.balanced_parts > 0) {  // the balanced plan (m77): pieces of requests, not splits
+      balanced_cta(args, &kv_map, smem, full_addr, &s_is_last, tid);
+      return;
+    }
+  }
   // Sparse: the CTA's rows are one query token's (mla/hopper_geometry.h), its "sequence"
   // that token's index list.
   const mla::SplitKeys keys = mla::split_keys<kTile>(args, b, rb * kRowStride / kHeads, split);
@@ -179,11 +188,8 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   int next_pages[TmaTileLoader::kPagesPerTile];  // per-tile TMA, thread 0: the next tile's page ids
   if constexpr (kTma) {
     if (tid == 0 && keys.num_tiles > 0) {
-      if (seesaw) {  // the first two tiles, whole
-        for (int t = 0; t < 2; ++t) {
-          tma.pages(t, next_pages);
-          tma.issue_cols<0, kColBlocks>(next_pages, raw_addr + t * kStageBytes, full_addr + t * kColBlocks * 8);
-        }
+      if (seesaw) {
+        seesaw_first_tiles(tma, raw_addr, full_addr);
       } else {
         tma.pages(0, next_pages);
         tma.issue(next_pages, raw_addr, full_addr);
@@ -240,25 +246,13 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   }
   const u32 q_addr = smem_addr(smem + kQOff);
   if (seesaw) {
-    SeesawSmem sm;
-    sm.base = smem;
-    sm.q = q_addr;
-    sm.p0 = smem_addr(smem + kP0Off);
-    sm.p1 = q_addr + kRopeBlock * kR * 128;
-    sm.buf[0] = raw_addr, sm.buf[1] = raw_addr + kStageBytes;
-    sm.max = reinterpret_cast<float*>(smem + kStatsOff);
-    sm.scale0 = sm.max + kR;
-    sm.scale1 = sm.scale0 + kR;
-    sm.bars = full_addr;
-    if (tid < kR) sm.max[tid] = -kInf;
+    const SeesawSmem sm = seesaw_smem(smem, full_addr, tid);
     __syncthreads();
     seesaw_split(st, sm, tma,
                  SeesawSplit{keys.num_tiles, keys.begin, keys.end, keys.draft_begin, logit_scale_log2}, wg, rt,
                  lane);
     __syncthreads();  // every wgmma and copy is done: the buffers are free
-    st.row_max[0] = sm.max[rt * 16 + quad_row];
-    st.row_max[1] = sm.max[rt * 16 + quad_row + 8];
-    add_other_sums(st, reinterpret_cast<float*>(smem + kRawOff), wg, tid & 127);
+    seesaw_rows(st, sm, wg, rt, lane);
   } else {
     const Exchange xchg(smem);
     for (int it = 0; it < keys.num_tiles; ++it) {

@@ -16,6 +16,11 @@
 
 namespace xqajit {
 
+// Where a merge group's splits sit: slots first.. of num_slots.
+struct SlotRange {
+  long long num_slots, first;
+};
+
 template <int kRowsPerCta, int kDim>
 struct SplitPartials {
   float* acc;
@@ -28,6 +33,13 @@ struct SplitPartials {
         stats(partial + num_ctas * num_splits * kRowsPerCta * kDim),
         splits(num_splits),
         cta(cta_id) {}
+  // A group whose slots the caller places (the MLA balanced plan's requests, m77, whose
+  // pieces vary in number): acc and stats start at its first slot, as group 0.
+  __device__ __forceinline__ SplitPartials(float* partial, SlotRange range, int num_splits)
+      : acc(partial + range.first * kRowsPerCta * kDim),
+        stats(partial + range.num_slots * kRowsPerCta * kDim + range.first * kRowsPerCta * 2),
+        splits(num_splits),
+        cta(0) {}
 
   __device__ __forceinline__ long long slot(int split, int row) const {
     return (cta * splits + split) * kRowsPerCta + row;

@@ -25,6 +25,12 @@ __device__ __forceinline__ void mbarrier_init(u32 bar, u32 arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(arrivals) : "memory");
 }
 
+// Ends the barrier's life (before an mbarrier_init reuses its word): no thread may be waiting
+// on it and no copy may still complete on it.
+__device__ __forceinline__ void mbarrier_inval(u32 bar) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
 // Makes mbarrier_init visible to the async proxy (the copy engine) before any copy
 // completes on the barrier; a CTA barrier after it publishes it to the other threads.
 __device__ __forceinline__ void fence_mbarrier_init() {

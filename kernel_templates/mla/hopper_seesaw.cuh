@@ -57,6 +57,32 @@ struct SeesawSmem {
   __device__ unsigned char* buf_ptr(int buffer) const { return base + kRawOff + buffer * kStageBytes; }
 };
 
+// The seesaw's shared memory in the CTA's map (mla/hopper_config.cuh), the row max reset (a
+// barrier before seesaw_split publishes it).
+__device__ __forceinline__ SeesawSmem seesaw_smem(unsigned char* smem, u32 full_addr, int tid) {
+  SeesawSmem sm;
+  sm.base = smem;
+  sm.q = smem_addr(smem + kQOff);
+  sm.p0 = smem_addr(smem + kP0Off);
+  sm.p1 = sm.q + kRopeBlock * kR * 128;
+  sm.buf[0] = smem_addr(smem + kRawOff), sm.buf[1] = sm.buf[0] + kStageBytes;
+  sm.max = reinterpret_cast<float*>(smem + kStatsOff);
+  sm.scale0 = sm.max + kR;
+  sm.scale1 = sm.scale0 + kR;
+  sm.bars = full_addr;
+  if (tid < kR) sm.max[tid] = -__int_as_float(0x7f800000);
+  return sm;
+}
+
+// Thread 0, before Q is staged: the split's first two tiles, whole, into the two buffers.
+__device__ __forceinline__ void seesaw_first_tiles(const TmaTileLoader& tma, u32 raw_addr, u32 full_addr) {
+  int pages[TmaTileLoader::kPagesPerTile];
+  for (int t = 0; t < 2; ++t) {
+    tma.pages(t, pages);
+    tma.issue_cols<0, kColBlocks>(pages, raw_addr + t * kStageBytes, full_addr + t * kColBlocks * 8);
+  }
+}
+
 struct SeesawSplit {
   int num_tiles, split_begin, split_end, draft_begin;
   float logit_scale_log2;
@@ -440,6 +466,14 @@ __device__ __forceinline__ void seesaw_split(RowState& st, const SeesawSmem& sm,
 #pragma unroll 1
     for (; a < sp.num_tiles; a += 2) wg1_step<false>(s, st, sm, tma, sp, q8, a, rt, lane);
   }
+}
+
+// After seesaw_split and a barrier (every wgmma and copy done: the buffers are free): each
+// row's final max, and both warpgroups' sums, into st.
+__device__ __forceinline__ void seesaw_rows(RowState& st, const SeesawSmem& sm, int wg, int rt, int lane) {
+  st.row_max[0] = sm.max[rt * 16 + (lane >> 2)];
+  st.row_max[1] = sm.max[rt * 16 + (lane >> 2) + 8];
+  add_other_sums(st, reinterpret_cast<float*>(sm.buf_ptr(0)), wg, rt * 32 + lane);
 }
 
 }  // namespace mla_hopper

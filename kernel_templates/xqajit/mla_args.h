@@ -11,7 +11,10 @@
 // Rows: one request's (query token, head) pairs, token-major: row r is token
 // r / H, head r % H (H = HEAD_GRP_SIZE), q_len * H rows in all. A CTA takes
 // rows_per_cta of them (a row block) and one split of the sequence:
-//   grid = (num_splits, row_blocks, batch).
+//   grid = (num_splits, row_blocks, batch),
+// or, where the host plans it for a hopper seesaw spec (balanced_parts > 0, m77), pieces of
+// the requests' tiles laid end to end (mla/balanced_plan.h):
+//   grid = (row_blocks, balanced_parts + batch, 1).
 //
 // Split-KV workspace (the same contract as GQA, common/split_merge.cuh):
 //   counters [batch * row_blocks] unsigned, padded to 256 bytes, zeroed once,
@@ -19,6 +22,9 @@
 //   acc      [batch * row_blocks][num_splits][rows_per_cta][512] float;
 //   stats    [batch * row_blocks][num_splits][rows_per_cta][2] float (max in
 //            log2 units, sum).
+// The balanced plan's workspace: counters [batch * row_blocks] as above, then acc and stats
+// over [row_blocks][balanced_parts + batch] slots (a cut request's pieces in adjacent slots),
+// its partial rows bf16 as the merge launch's are.
 // The merge is the last CTA's, or with merge_launch a second kernel's
 // (xqajit_mla_merge, in the same module); the counters stay zero then. The hopper
 // module's merge-launch partials are bf16 (m70): [..][num_splits][rows_per_cta][512]
@@ -52,7 +58,10 @@ struct XqajitMlaArgs {
   float q_scale;              // fp8 Q dequantisation (1 for bf16 Q)
   float kv_scale;             // fp8 cache dequantisation (1 for a bf16 cache)
   float sm_scale;             // softmax scale, e.g. 1/sqrt(192) for DeepSeek-V3
-  int pad0_;
+  // > 0: the balanced plan (hopper seesaw specs, mla/balanced_plan.h): grid
+  // (row_blocks, balanced_parts + batch, 1), balanced_parts walkers over the batch's tiles laid
+  // end to end; the workspace's partial slots are [row_blocks][balanced_parts + batch].
+  int balanced_parts;
   float* partial;             // split-KV workspace after the counters (null when num_splits == 1)
   unsigned* counters;         // one self-resetting counter per (request, row block)
   long long q_stride_batch, q_stride_token, q_stride_head;

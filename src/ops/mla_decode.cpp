@@ -129,6 +129,37 @@ XqajitTensorMap kv_tensor_map(const MlaDecodeParams& p, const Strides& s, Driver
   return map;
 }
 
+// The balanced plan (m77) where the split planner left one split a request to a hopper seesaw
+// spec and those CTAs fit one wave: a walker an SM (Z = SMs / row blocks), each taking 1 / Z of
+// the batch's tiles where the lengths are uneven (the kernel decides, BalancedPlan::walks); grid
+// (row blocks, Z + B, 1). Split counts set by the caller or the tuning table keep their grid.
+void plan_balanced(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMlaGeometry& geo,
+                   const DeviceInfo& device) {
+  if (plan.spec.backend != Backend::hopper || p.num_splits != 0 || plan.num_splits != 1) return;
+  if (!xqajit_mla_hopper_balanced(plan.spec.group, plan.spec.q_len, dtype_bytes(plan.spec.kv), plan.spec.sparse ? 1 : 0))
+    return;
+  if (p.batch > kXqajitMlaBalancedMaxBatch) return;
+  // Every tile index of the batch, and the plan's 64-bit products of them, stay in an int.
+  const std::int64_t tiles = (static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size + plan.spec.kv_tile - 1) /
+                             plan.spec.kv_tile;
+  if (tiles * p.batch >= std::numeric_limits<int>::max()) return;
+  const std::int64_t slots =
+      static_cast<std::int64_t>(std::max(1, device.sm_count)) * resident_ctas_per_sm(device, geo.smem_bytes, geo.threads);
+  const std::int64_t units = static_cast<std::int64_t>(p.batch) * geo.row_blocks;
+  // One wave of walkers, for batches whose one-split grid fits one wave: two waves cost each SM a
+  // second walker's merges (B=128 L=4096: 288-292 us against 244-256, session 41 run 9).
+  if (units > slots) return;
+  const int parts = static_cast<int>(std::max<std::int64_t>(1, slots / geo.row_blocks));
+  plan.balanced_parts = parts;
+  plan.grid[0] = static_cast<unsigned>(geo.row_blocks);  // a walker's row blocks side by side (they share its tiles in L2)
+  plan.grid[1] = static_cast<unsigned>(parts + p.batch);
+  plan.grid[2] = 1;
+  plan.split_cluster = 1;
+  const std::int64_t slots_per_block = parts + static_cast<std::int64_t>(p.batch);
+  plan.workspace_bytes = split_counter_bytes(units) + static_cast<std::size_t>(geo.row_blocks * slots_per_block) *
+                                                           geo.rows_per_cta * (kVDim + 2) * sizeof(float);
+}
+
 }  // namespace
 
 void validate(const MlaDecodeParams& p) {
@@ -227,6 +258,7 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
     plan.split_cluster = kXqajitMlaClusterSplits;
   plan.merge_launch = plan.split_cluster == 1 && split.num_splits > 1 &&
                       split.num_splits * std::min(geo.rows, geo.row_stride) > kLastCtaMergeRows;
+  plan_balanced(plan, p, geo, device);
   if (plan.merge_launch) {
     plan.merge_grid[0] = static_cast<unsigned>(geo.row_stride);  // a CTA's real rows (the rest is padding)
     plan.merge_grid[1] = plan.grid[1];
@@ -256,6 +288,12 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
   args.kv_stride_page = s.kv_p;
   args.kv_stride_token = s.kv_t;
   args.merge_launch = plan.merge_launch ? 1 : 0;
+  if (plan.balanced_parts > 0) {  // the workspace as split_plan.hpp lays it out, partial slots by piece
+    args.balanced_parts = plan.balanced_parts;
+    args.counters = static_cast<unsigned*>(p.workspace);
+    args.partial = reinterpret_cast<float*>(static_cast<char*>(p.workspace) +
+                                            split_counter_bytes(static_cast<std::int64_t>(p.batch) * plan.grid[0]));
+  }
   if (is_sparse(p)) {
     const IndexStrides is = resolved_index_strides(p);
     args.indices = p.indices;

@@ -85,9 +85,12 @@ void check_workspace(const char* op, const void* workspace, std::size_t workspac
                      int num_splits, const char* size_function) {
   if (needed == 0) return;
   if (workspace == nullptr)
-    throw ArgumentError(fmt::format("{}: workspace is null but this launch splits the sequence {} ways and "
-                                    "needs {} bytes ({}); allocate it once, zeroed",
-                                    op, num_splits, needed, size_function));
+    throw ArgumentError(fmt::format("{}: workspace is null but this launch {} and needs {} bytes ({}); "
+                                    "allocate it once, zeroed",
+                                    op,
+                                    num_splits > 1 ? fmt::format("splits the sequence {} ways", num_splits)
+                                                   : std::string("balances the requests' tiles over the SMs"),
+                                    needed, size_function));
   if (reinterpret_cast<std::uintptr_t>(workspace) % 256 != 0)
     throw ArgumentError(fmt::format("{}: workspace is not 256-byte aligned", op));
   if (workspace_bytes < needed)

@@ -67,6 +67,8 @@ ErrorTable& stats() {
 }
 // Split cases, by where their partials merged.
 int merged_by_last_cta = 0, merged_by_launch = 0, merged_in_cluster = 0;
+// Launches of the hopper balanced plan (walkers over the batch's tiles, m77).
+int balanced_launches = 0;
 
 double check_output(MlaProblem& pr, cudaStream_t stream) {
   XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream));
@@ -84,6 +86,7 @@ double run_and_check(MlaProblem& pr, cudaStream_t stream) {
   // (a split cluster falls back to the last CTA where the device cannot hold every cluster)
   if (plan.num_splits > 1)
     ++(plan.merge_launch ? merged_by_launch : plan.split_cluster > 1 ? merged_in_cluster : merged_by_last_cta);
+  if (plan.balanced_parts > 0) ++balanced_launches;
   pr.d_out.fill(0xff);  // NaN in bf16
   mla_decode(engine(), pr.dev, stream);
   XQAJIT_CUDART_CHECK(cudaGetLastError());
@@ -156,6 +159,33 @@ void with_awkward_layouts(MlaCase& c) {
   c.shared_prefix_pages = 2;
   c.padded = true;
   c.scale_ptrs = true;
+}
+
+// Batches the hopper backend runs as the balanced plan (bf16, 128 rows or more, the launcher's
+// one split a request within one wave: B x row blocks from half the SMs to all of them):
+// walkers whose ranges cut requests into pieces (merged by the last to arrive), requests wholly
+// inside a range (their own CTA), empty requests, one long request over many walkers,
+// all-empty batches, q_len 4 (eight row blocks), even lengths (a CTA a request, the plan's other
+// mode) and the awkward layouts; the portable backend runs them as usual.
+MlaCase balanced_case(Backend backend, int i) {
+  MlaCase c;
+  c.backend = backend;
+  c.heads = i % 3 == 2 ? 64 : 128;
+  c.q_len = c.heads == 64 ? 2 : i == 4 ? 4 : 1;
+  const int row_blocks = c.heads * c.q_len / 64;
+  const int half_wave = device().sm_count / (2 * row_blocks);  // the plan's range: up to one wave
+  const int batch = half_wave + 1 + static_cast<int>(rng()() % half_wave);
+  c.seq_lens.resize(batch);
+  for (int& len : c.seq_lens) len = static_cast<int>(rng()() % (i == 1 ? 900 : 300));
+  if (i == 0) c.seq_lens[rng()() % batch] = 4000 + static_cast<int>(rng()() % 2000);  // over many walkers
+  if (i == 3) std::fill(c.seq_lens.begin(), c.seq_lens.end(), 0);
+  if (i == 5) std::fill(c.seq_lens.begin(), c.seq_lens.end(), 1000);  // even: a CTA a request
+  if (i != 3 && i != 5) c.seq_lens[rng()() % batch] = 0;
+  if (c.heads == 64) with_awkward_layouts(c);
+  c.explicit_mask = c.q_len > 1 && i % 2 == 0;
+  if (i == 1) c.sm_scale *= 16.f;  // sharp logits (m75's lazy max) across pieces
+  c.scale_ptrs = c.scale_ptrs || rng()() % 2 == 0;
+  return c;
 }
 
 void prewarm(const std::vector<MlaCase>& cases) {
@@ -233,6 +263,7 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     seesaw.num_splits = 2;
     cases.push_back(seesaw);
     for (int i = 0; i < 4; ++i) cases.push_back(past_one_wave_case(b, i == 0));
+    for (int i = 0; i < 6; ++i) cases.push_back(balanced_case(b, i));
     MlaCase empty;  // every request empty, with splits
     empty.backend = b;
     empty.seq_lens = {0, 0, 0};
@@ -322,14 +353,17 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
   prewarm(cases);
   for_each_problem<MlaProblem>(cases, run_and_check);
   stats().print("backend q/kv", "mla");
-  std::fprintf(stderr, "split cases merged by the last CTA: %d, by a merge launch: %d, in a cluster: %d\n",
-               merged_by_last_cta, merged_by_launch, merged_in_cluster);
+  std::fprintf(stderr,
+               "split cases merged by the last CTA: %d, by a merge launch: %d, in a cluster: %d; balanced "
+               "launches: %d\n",
+               merged_by_last_cta, merged_by_launch, merged_in_cluster, balanced_launches);
   // Every merge ran: the last CTA's on the portable backend (hopper merges two splits in a
   // cluster and more in a merge launch), the cluster's on hopper.
   const std::vector<Backend> ran = backends();
   const auto runs = [&](Backend b) { return std::find(ran.begin(), ran.end(), b) != ran.end(); };
   if (runs(Backend::portable)) CHECK(merged_by_last_cta > 0);
   if (runs(Backend::hopper)) CHECK(merged_in_cluster > 0);
+  if (runs(Backend::hopper)) CHECK(balanced_launches > 0);
   CHECK(merged_by_launch > 0);
 }
 

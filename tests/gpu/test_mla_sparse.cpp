@@ -341,7 +341,7 @@ TEST_CASE("sparse mla_decode matches the float64 reference on a randomized grid"
 TEST_CASE("dense mla_decode writes LSE and applies sinks", "[gpu][mla][lse]") {
   auto backends = backends_for(Kind::mla, device().best_arch());
   for (Backend b : backends)
-    for (int i = 0; i < 12; ++i) {
+    for (int i = 0; i < 14; ++i) {
       MlaCase c;
       c.backend = b;
       if (device_has_fp8() && i % 2) c.kv = DType::fp8, c.kv_scale = 0.3f;
@@ -350,6 +350,15 @@ TEST_CASE("dense mla_decode writes LSE and applies sinks", "[gpu][mla][lse]") {
       c.q_len = pick({1, 2});
       c.seq_lens = {static_cast<int>(rng()() % 3000), 0, 1 + static_cast<int>(rng()() % 9000)};
       c.num_splits = pick({0, 1, 2, 3, 16});  // 2: hopper merges in a cluster
+      if (i >= 12) {  // bf16, 128 rows, a batch past half the SMs: hopper's balanced plan (m77)
+        c.kv = DType::bf16, c.kv_scale = 1.f;
+        c.heads = i == 12 ? 128 : 64;
+        c.q_len = i == 12 ? 1 : 2;
+        c.seq_lens.assign(device().sm_count / 4 + 1 + rng()() % 20, 0);
+        for (int& len : c.seq_lens) len = static_cast<int>(rng()() % 300);
+        c.seq_lens[1] = 3000 + static_cast<int>(rng()() % 2000);
+        c.num_splits = 0;
+      }
       MlaProblem pr(c, rng(), device());
       const int B = static_cast<int>(c.seq_lens.size()), Q = c.q_len, H = c.heads, layout = 1 + i % 2;
       std::vector<float> sinks(H);

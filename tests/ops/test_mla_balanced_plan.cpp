@@ -1,0 +1,202 @@
+// The MLA balanced plan (kernel_templates/mla/balanced_plan.h, m77), which every CTA of a
+// hopper seesaw launch computes from seq_lens: over random batches (empty, one-tile and long
+// requests, fewer tiles than walkers), every CTA's pieces together cover each request's
+// tiles exactly once, a walker takes its 1 / Z share, each cut request's pieces name one
+// another alike and own distinct workspace slots, and a request runs whole where no walker
+// cuts it; even lengths run a CTA a request. Plus the host's choice of the plan
+// (mla_decode_plan).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "mla/balanced_plan.h"
+#include "support/fake_device.hpp"
+#include "xqajit/ops/mla_decode.hpp"
+#include "xqajit/ops/split_plan.hpp"
+
+using namespace xqajit;
+using xqajit::mla::BalancedPiece;
+
+namespace {
+
+struct Piece {
+  BalancedPiece p;
+  int cta;
+};
+
+// Every CTA's pieces (walkers 0..Z-1, then one CTA a request), as the kernel's threads 0 find them.
+std::vector<Piece> all_pieces(const std::vector<int>& tiles, int parts, std::vector<int>& prefix, bool& walks) {
+  const int batch = static_cast<int>(tiles.size());
+  prefix.assign(batch + 1, 0);
+  for (int b = 0; b < batch; ++b) prefix[b + 1] = prefix[b] + tiles[b];
+  const int longest = tiles.empty() ? 0 : *std::max_element(tiles.begin(), tiles.end());
+  const mla::BalancedPlan plan{prefix.data(), batch, parts, longest};
+  walks = plan.walks();
+  std::vector<Piece> out;
+  for (int x = 0; x < parts + batch; ++x) {
+    BalancedPiece pieces[2];
+    mla::balanced_pieces(plan, x, pieces);
+    if (pieces[0].b < 0) CHECK(pieces[1].b < 0);  // a second piece only after a first
+    for (const BalancedPiece& p : pieces)
+      if (p.b >= 0) out.push_back({p, x});
+  }
+  return out;
+}
+
+// Returns whether the plan walked.
+bool check_plan(const std::vector<int>& tiles, int parts) {
+  std::vector<int> prefix;
+  bool walks = false;
+  const std::vector<Piece> pieces = all_pieces(tiles, parts, prefix, walks);
+  const int batch = static_cast<int>(tiles.size());
+  if (!walks) {  // a CTA a request, each whole
+    CHECK(static_cast<int>(pieces.size()) == batch);
+    for (const Piece& pc : pieces) {
+      CHECK(pc.cta == pc.p.b);
+      CHECK(pc.p.first_tile == 0);
+      CHECK(pc.p.num_tiles == tiles[pc.p.b]);
+      CHECK(pc.p.splits == 1);
+    }
+    return false;
+  }
+  const long long total = prefix[batch];
+  std::vector<std::vector<Piece>> by_request(batch);
+  std::map<int, long long> walker_tiles;
+  std::set<int> slots;
+  for (const Piece& pc : pieces) {
+    const BalancedPiece& p = pc.p;
+    REQUIRE(p.b < batch);
+    CHECK(p.first_tile >= 0);
+    CHECK(p.num_tiles >= 0);
+    CHECK(p.first_tile + p.num_tiles <= tiles[p.b]);
+    by_request[p.b].push_back(pc);
+    if (pc.cta < parts) {
+      CHECK(p.num_tiles > 0);
+      walker_tiles[pc.cta] += p.num_tiles;
+    } else {
+      CHECK(pc.cta == parts + p.b);  // a request's own CTA runs it whole
+      CHECK(p.splits == 1);
+      CHECK(p.num_tiles == tiles[p.b]);
+      if (p.num_tiles > 0) {  // it lies inside one walker's range: counts toward that range
+        const long long w = std::min<long long>(parts, total);
+        long long z = 0;
+        while (z + 1 < w && (z + 1) * total / w <= prefix[p.b]) ++z;
+        CHECK((z + 1) * total / w >= prefix[p.b + 1]);
+        walker_tiles[static_cast<int>(z)] += p.num_tiles;
+      }
+    }
+    if (p.splits > 1) {
+      CHECK(slots.insert(p.first_slot + p.index).second);  // no two pieces share a slot
+      CHECK(p.first_slot + p.index < parts + batch);
+    }
+  }
+  // Each range is 1 / Z of the tiles, rounded either way (one tile a walker where there are
+  // fewer than Z), run by its walker or, for the requests inside it, by their own CTAs.
+  const long long w = std::min<long long>(parts, total);
+  CHECK(static_cast<long long>(walker_tiles.size()) == w);
+  for (const auto& [z, n] : walker_tiles) {
+    CHECK(z < w);
+    CHECK(n >= total / w);
+    CHECK(n <= (total + w - 1) / w);
+  }
+  for (int b = 0; b < batch; ++b) {
+    std::vector<Piece>& ps = by_request[b];
+    INFO("request " << b << " of " << batch << ", " << tiles[b] << " tiles, " << parts << " walkers");
+    REQUIRE(!ps.empty());  // even an empty request writes its (zero) rows
+    const int splits = ps.front().p.splits;
+    CHECK(static_cast<int>(ps.size()) == splits);
+    std::sort(ps.begin(), ps.end(), [](const Piece& a, const Piece& c) { return a.p.index < c.p.index; });
+    int next = 0;
+    for (int i = 0; i < splits; ++i) {
+      CHECK(ps[i].p.splits == splits);
+      CHECK(ps[i].p.index == i);
+      CHECK(ps[i].p.first_slot == ps.front().p.first_slot);
+      CHECK(ps[i].p.first_tile == next);  // pieces in order, end to end
+      next += ps[i].p.num_tiles;
+    }
+    CHECK(next == tiles[b]);
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("the MLA balanced plan covers every tile once, a walker's share each", "[mla][plan]") {
+  std::mt19937 rng(20261129);
+  CHECK(check_plan({128, 128, 128}, 66));  // fewer requests than walkers: many pieces each
+  CHECK_FALSE(check_plan(std::vector<int>(64, 128), 66));  // even lengths, a walker's share 125: a CTA a request
+  CHECK(check_plan(std::vector<int>(50, 128), 66));         // 100 CTAs on 132 SMs: walk (share 97)
+  std::vector<int> one_long(40, 100);
+  one_long[7] = 2000;
+  CHECK(check_plan(one_long, 66));
+  CHECK_FALSE(check_plan({0, 0, 0}, 66));  // nothing to do: every request's CTA writes zeros
+  check_plan({0, 5, 0, 0, 1}, 66);
+  check_plan({1}, 1);
+  int walked = 0;
+  for (int round = 0; round < 300; ++round) {
+    const int batch = 1 + static_cast<int>(rng() % 200);
+    const int parts = 1 + static_cast<int>(rng() % 140);
+    const int spread = std::uniform_int_distribution<int>(0, 3)(rng);
+    std::vector<int> tiles(batch);
+    for (int& t : tiles) {
+      const int r = static_cast<int>(rng() % 1000);
+      t = spread == 0 ? 128 : spread == 1 ? r % 3 : spread == 2 ? r : (r < 50 ? 2000 + r : r % 40);
+      if (rng() % 8 == 0) t = 0;
+    }
+    INFO("round " << round << ": " << batch << " requests, " << parts << " walkers, spread " << spread);
+    walked += check_plan(tiles, parts) ? 1 : 0;
+  }
+  CHECK(walked > 100);  // most random batches walk; the rest ran a CTA a request
+  CHECK(walked < 300);
+}
+
+namespace {
+
+MlaDecodeParams dense(int heads, int q_len, int batch) {
+  MlaDecodeParams p;
+  xqajit::test::fake_paged_call(p, batch, 64, 128, 10000);
+  p.kv_cache = xqajit::test::fake<void>(0x30000);
+  p.num_heads = heads;
+  p.q_len = q_len;
+  p.sm_scale = 0.0721687836f;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("mla_decode plans the balanced grid where one split a request would leave SMs idle", "[mla][plan]") {
+  const DeviceInfo dev = xqajit::test::h100();  // 132 SMs
+  // H=128, B=64: 128 CTAs on 132 SMs -> 66 walkers a row block.
+  MlaDecodePlan plan = mla_decode_plan(dense(128, 1, 64), dev);
+  CHECK(plan.balanced_parts == 66);
+  CHECK(plan.grid[0] == 2);  // a walker's row blocks side by side
+  CHECK(plan.grid[1] == 66 + 64);
+  CHECK(plan.grid[2] == 1);
+  CHECK(plan.num_splits == 1);
+  CHECK(plan.workspace_bytes == split_counter_bytes(128) + std::size_t{2} * (66 + 64) * 64 * 514 * 4);
+  CHECK(mla_decode_workspace_size(dense(128, 1, 64), dev) == plan.workspace_bytes);
+  CHECK(mla_decode_plan(dense(128, 1, 34), dev).balanced_parts == 66);
+  // q_len 4 (eight row blocks): 16 walkers a row block up to 16 requests.
+  CHECK(mla_decode_plan(dense(128, 4, 16), dev).balanced_parts == 16);
+  // Past one wave (B=128, or q_len 4 B=40: 256 and 320 CTAs) the one-split grid stays.
+  CHECK(mla_decode_plan(dense(128, 1, 128), dev).balanced_parts == 0);
+  CHECK(mla_decode_plan(dense(128, 4, 40), dev).balanced_parts == 0);
+  // Not planned: the launcher's splits (B=8 splits the sequence), splits the caller set, an fp8
+  // cache (not the seesaw), one row block (H=64), the portable backend.
+  CHECK(mla_decode_plan(dense(128, 1, 8), dev).balanced_parts == 0);
+  MlaDecodeParams set = dense(128, 1, 64);
+  set.num_splits = 1;
+  CHECK(mla_decode_plan(set, dev).balanced_parts == 0);
+  CHECK(mla_decode_plan(set, dev).workspace_bytes == 0);
+  MlaDecodeParams fp8 = dense(128, 1, 64);
+  fp8.input = fp8.kv = DType::fp8;
+  CHECK(mla_decode_plan(fp8, dev).balanced_parts == 0);
+  CHECK(mla_decode_plan(dense(64, 1, 200), dev).balanced_parts == 0);
+  MlaDecodeParams portable = dense(128, 1, 64);
+  portable.backend = Backend::portable;
+  CHECK(mla_decode_plan(portable, dev).balanced_parts == 0);
+}
