@@ -83,6 +83,10 @@ struct BalancedPlan {
     const int p = prefix[b], z0 = walker_of(p);
     return BalancedPiece{b, t0 - p, t1 - t0, walker_of(prefix[b + 1] - 1) - z0 + 1, z - z0, z0 + b};
   }
+  // Request b whole, in a CTA of its own.
+  XQAJIT_MLA_BALANCED_FN BalancedPiece whole(int b) const {
+    return BalancedPiece{b, 0, prefix[b + 1] - prefix[b], 1, 0, 0};
+  }
   // A request no range starts or ends in: its own CTA runs it (an empty one too).
   XQAJIT_MLA_BALANCED_FN bool runs_whole(int b) const {
     const int p = prefix[b], e = prefix[b + 1];
@@ -96,12 +100,12 @@ struct BalancedPlan {
 XQAJIT_MLA_BALANCED_FN void balanced_pieces(const BalancedPlan& plan, int x, BalancedPiece (&pieces)[2]) {
   pieces[0].b = pieces[1].b = -1;
   if (!plan.walks()) {  // a CTA a request: CTA b runs request b whole, as the one-split grid would
-    if (x < plan.batch) pieces[0] = BalancedPiece{x, 0, plan.prefix[x + 1] - plan.prefix[x], 1, 0, 0};
+    if (x < plan.batch) pieces[0] = plan.whole(x);
     return;
   }
   if (x >= plan.parts) {
     const int b = x - plan.parts;
-    if (plan.runs_whole(b)) pieces[0] = BalancedPiece{b, 0, plan.prefix[b + 1] - plan.prefix[b], 1, 0, 0};
+    if (plan.runs_whole(b)) pieces[0] = plan.whole(b);
     return;
   }
   if (x >= plan.walkers()) return;

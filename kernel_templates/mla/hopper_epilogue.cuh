@@ -40,14 +40,14 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowState&
 // split_merge instead read every piece's fp32 rows back from the workspace, this CTA's own too,
 // a few loads in flight a thread, and stored 4-byte pairs: ~20 us a launch at H=128 B=64 L=8192
 // (session 41 runs 6-7).
-static_assert(mla::staged_rows_bytes<kR>() + kR * 8 <= kSmemEnd, "a piece's partial rows and stats fit shared memory");
+constexpr int kFoldRowsBytes = mla::staged_rows_bytes<kR>();  // the staged rows, then their stats
+static_assert(kFoldRowsBytes + kR * 8 <= kSmemEnd, "a piece's partial rows and stats fit shared memory");
 __device__ __forceinline__ void fold_other_pieces(RowState& st, const SplitPartials<kR, kV>& partials, int own,
                                                   unsigned char* smem, int valid_rows, int rt, int dim0, int lane) {
   constexpr int kStride = mla::kStagedRowStride;
   constexpr int kChunks = kV / 8;  // 16-byte chunks of a bf16 row
   u16* const rows = reinterpret_cast<u16*>(smem);
-  constexpr int kRowsBytes = kR * mla::kStagedRowStride * 2;  // staged_rows_bytes<kR>()
-  float* const stats = reinterpret_cast<float*>(smem + kRowsBytes);  // [row][max, sum]
+  float* const stats = reinterpret_cast<float*>(smem + kFoldRowsBytes);  // [row][max, sum]
   const u16* const acc = reinterpret_cast<const u16*>(partials.acc);
   const int tid = threadIdx.x, quad_row = lane >> 2, quad_col = lane & 3;
   const float kInf = __int_as_float(0x7f800000);
