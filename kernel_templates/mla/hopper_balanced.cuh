@@ -15,48 +15,100 @@
 namespace xqajit {
 namespace mla_hopper {
 
-// P_b of every request into `prefix` (shared memory, B + 1 ints), by the kThreads threads:
-// each sums a run of requests' tiles, a scan over the block places the runs; and the longest
-// request's tiles. Ends with a barrier.
-__device__ __forceinline__ mla::BalancedPlan balanced_plan(const XqajitMlaArgs& args, int* prefix, int* warp_sums,
-                                                      int tid) {
-  const int batch = args.batch, max_len = args.max_pages_per_seq * kPageSize;
-  const int per = (batch + kThreads - 1) / kThreads;
-  const int b0 = tid * per < batch ? tid * per : batch, b1 = b0 + per < batch ? b0 + per : batch;
-  int sum = 0, longest = 0;
-  for (int b = b0; b < b1; ++b) {
-    const int tiles = split_tile_count<kTile>(0, clamped_seq_len(args.seq_lens, b, max_len));
-    sum += tiles;
-    longest = tiles > longest ? tiles : longest;
-  }
+// An exclusive scan of one int a thread over the block (kThreads threads), and the total;
+// `warp_sums` holds kThreads / 32 ints. Ends with the barrier that frees `warp_sums`.
+__device__ __forceinline__ int block_exclusive_scan(int v, int* warp_sums, int tid, int& total) {
   const int lane = tid & 31, warp = tid >> 5;
-  int incl = sum;
+  int incl = v;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    const int v = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += v;
-    const int m = __shfl_xor_sync(0xffffffffu, longest, o);
-    longest = m > longest ? m : longest;
+    const int u = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += u;
   }
   if (lane == 31) warp_sums[warp] = incl;
-  if (lane == 0) warp_sums[kThreads / 32 + warp] = longest;
   __syncthreads();
-  int run = incl - sum;
-  for (int w = 0; w < warp; ++w) run += warp_sums[w];
-  for (int w = 0; w < kThreads / 32; ++w)
-    longest = warp_sums[kThreads / 32 + w] > longest ? warp_sums[kThreads / 32 + w] : longest;
-  for (int b = b0; b < b1; ++b) {
-    prefix[b] = run;
-    run += split_tile_count<kTile>(0, clamped_seq_len(args.seq_lens, b, max_len));
+  int run = incl - v;
+  total = 0;
+  for (int w = 0; w < kThreads / 32; ++w) {
+    run += w < warp ? warp_sums[w] : 0;
+    total += warp_sums[w];
   }
-  if (tid == kThreads - 1) prefix[batch] = run;  // the last thread's run ends at T
   __syncthreads();
-  return mla::BalancedPlan{prefix, batch, args.balanced_parts, longest};
+  return run;
+}
+
+// The largest of one int a thread over the block, as block_exclusive_scan shares its scratch.
+__device__ __forceinline__ int block_max(int v, int* warp_sums, int tid) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_xor_sync(0xffffffffu, v, o);
+    v = u > v ? u : v;
+  }
+  if ((tid & 31) == 0) warp_sums[tid >> 5] = v;
+  __syncthreads();
+  for (int w = 0; w < kThreads / 32; ++w) v = warp_sums[w] > v ? warp_sums[w] : v;
+  __syncthreads();
+  return v;
+}
+
+// The plan (mla/balanced_plan.h) in `plan_smem` (4 B + 1 ints: each request's tiles, then
+// c(r) in their place; the layout; P_r; the positions run whole), by the kThreads threads,
+// each taking a run of requests and then the same run of positions. Equal lengths keep the
+// requests' order (no ranks to count: the uniform batches' cost stays one pass). Ends with a
+// barrier.
+__device__ __forceinline__ mla::BalancedPlan balanced_plan(const XqajitMlaArgs& args, int* plan_smem, int* warp_sums,
+                                                           int tid) {
+  const int batch = args.batch, max_len = args.max_pages_per_seq * kPageSize;
+  int* const tiles = plan_smem;
+  int* const order = tiles + batch;
+  int* const prefix = order + batch;
+  int* const wholes = prefix + batch + 1;
+  const int per = (batch + kThreads - 1) / kThreads;
+  const int b0 = tid * per < batch ? tid * per : batch, b1 = b0 + per < batch ? b0 + per : batch;
+  int longest = 0, shortest = 0x7fffffff;
+  for (int b = b0; b < b1; ++b) {
+    const int t = split_tile_count<kTile>(0, clamped_seq_len(args.seq_lens, b, max_len));
+    tiles[b] = t;
+    longest = t > longest ? t : longest;
+    shortest = t < shortest ? t : shortest;
+  }
+  longest = block_max(longest, warp_sums, tid);  // its barriers publish `tiles` too
+  const bool even = -block_max(-shortest, warp_sums, tid) == longest;
+  for (int b = b0; b < b1; ++b) order[even ? b : mla::balanced_position(tiles, batch, b)] = b;
+  __syncthreads();
+  int sum = 0;
+  for (int r = b0; r < b1; ++r) sum += tiles[order[r]];
+  int total;
+  int run = block_exclusive_scan(sum, warp_sums, tid, total);
+  for (int r = b0; r < b1; ++r) {
+    prefix[r] = run;
+    run += tiles[order[r]];
+  }
+  if (tid == 0) prefix[batch] = total;
+  __syncthreads();
+  mla::BalancedPlan plan{prefix, order, tiles, wholes, 0, batch, args.balanced_parts, longest};
+  if (plan.walks()) {
+    // One scan counts both: the cut requests (low 16 bits) and those run whole (high; B < 2^15).
+    const auto counts = [&](int r) { return (plan.cut(r) ? 1 : 0) + (plan.runs_whole(r) ? 1 << 16 : 0); };
+    int mine = 0;
+    for (int r = b0; r < b1; ++r) mine += counts(r);
+    int both;
+    run = block_exclusive_scan(mine, warp_sums, tid, both);  // every read of `tiles` is done
+    for (int r = b0; r < b1; ++r) {
+      tiles[r] = run & 0xffff;
+      if (plan.runs_whole(r)) wholes[run >> 16] = r;
+      run += counts(r);
+    }
+    plan.num_wholes = both >> 16;
+    __syncthreads();
+  }
+  return plan;
 }
 
 static_assert(kSeesaw == xqajit_mla_hopper_balanced(kHeads, kQLen, kCacheBytes, MLA_SPARSE),
               "the host plans the balanced grid for exactly the seesaw specs");
-static_assert((kXqajitMlaBalancedMaxBatch + 1) * 4 <= 2 * kStageBytes, "the plan's prefix sums fit the tile buffers");
+static_assert((4 * kXqajitMlaBalancedMaxBatch + 1) * 4 <= 2 * kStageBytes, "the plan fits the tile buffers");
+static_assert(kXqajitMlaBalancedMaxBatch < (1 << 15), "the plan's scan packs two counts of positions");
 
 // The mbarriers of the two tile buffers, fresh for the next piece: the last one's copies
 // have all landed and been waited for (a barrier before this), so their phases can restart.
@@ -78,14 +130,14 @@ __device__ __forceinline__ void rearm_tile_barriers(u32 full_addr) {
 __device__ __forceinline__ void balanced_cta(const XqajitMlaArgs& args, const XqajitTensorMap* kv_map,
                                              unsigned char* smem, u32 full_addr, int* s_is_last, int tid) {
   const int rb = blockIdx.x;
-  __shared__ int s_warp_sums[2 * (kThreads / 32)];  // each warp's tiles, then its longest request
+  __shared__ int s_warp_sums[kThreads / 32];  // the plan's block scans
   // The pieces wait in shared memory: the second one's fields, kept in registers, spilled
   // across the first one's seesaw.
   __shared__ mla::BalancedPiece s_pieces[2];
   const int lane = tid & 31, warp = tid >> 5;
   const int wg = warp_uniform(warp >> 2), rt = warp_uniform(warp & 3);
   {
-    // The plan's prefix sums borrow the tile buffers, free until the first piece's copies.
+    // The plan borrows the tile buffers, free until the first piece's copies.
     const mla::BalancedPlan plan = balanced_plan(args, reinterpret_cast<int*>(smem + kRawOff), s_warp_sums, tid);
     if (tid == 0) mla::balanced_pieces(plan, blockIdx.y, s_pieces);
     __syncthreads();

@@ -94,7 +94,7 @@ __device__ __forceinline__ void finish_piece(const XqajitMlaArgs& args, RowState
     static_assert(kStagePartials, "the balanced plan stages its partial rows");
     st.row_sum[0] = quad_sum(st.row_sum[0]);
     st.row_sum[1] = quad_sum(st.row_sum[1]);
-    const long long block_slots = args.balanced_parts + args.batch;  // a row block's
+    const long long block_slots = 2 * args.balanced_parts;  // a row block's
     const SplitPartials<kR, kV> partials(args.partial,
                                          SlotRange{gridDim.x * block_slots, rb * block_slots + pc.first_slot},
                                          pc.splits);

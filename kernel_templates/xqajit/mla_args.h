@@ -23,7 +23,7 @@
 //   stats    [batch * row_blocks][num_splits][rows_per_cta][2] float (max in
 //            log2 units, sum).
 // The balanced plan's workspace: counters [batch * row_blocks] as above, then acc and stats
-// over [row_blocks][balanced_parts + batch] slots (a cut request's pieces in adjacent slots),
+// over [row_blocks][2 * balanced_parts] slots (a cut request's pieces in adjacent slots),
 // its partial rows bf16 as the merge launch's are.
 // The merge is the last CTA's, or with merge_launch a second kernel's
 // (xqajit_mla_merge, in the same module); the counters stay zero then. The hopper
@@ -60,7 +60,7 @@ struct XqajitMlaArgs {
   float sm_scale;             // softmax scale, e.g. 1/sqrt(192) for DeepSeek-V3
   // > 0: the balanced plan (hopper seesaw specs, mla/balanced_plan.h): grid
   // (row_blocks, balanced_parts + batch, 1), balanced_parts walkers over the batch's tiles laid
-  // end to end; the workspace's partial slots are [row_blocks][balanced_parts + batch].
+  // end to end; the workspace's partial slots are [row_blocks][2 * balanced_parts].
   int balanced_parts;
   float* partial;             // split-KV workspace after the counters (null when num_splits == 1)
   unsigned* counters;         // one self-resetting counter per (request, row block)

@@ -129,10 +129,11 @@ XqajitTensorMap kv_tensor_map(const MlaDecodeParams& p, const Strides& s, Driver
   return map;
 }
 
-// The balanced plan (m77) where the split planner left one split a request to a hopper seesaw
-// spec and those CTAs fit one wave: a walker an SM (Z = SMs / row blocks), each taking 1 / Z of
-// the batch's tiles where the lengths are uneven (the kernel decides, BalancedPlan::walks); grid
-// (row blocks, Z + B, 1). Split counts set by the caller or the tuning table keep their grid.
+// The balanced plan (m77, m78) where the split planner left one split a request to a hopper
+// seesaw spec: a walker an SM (Z = SMs / row blocks), each taking 1 / Z of the batch's tiles
+// where the lengths are uneven (the kernel decides, BalancedPlan::walks), else a CTA a request,
+// the longest first (a ragged batch of several waves ends together); grid (row blocks, Z + B,
+// 1). Split counts set by the caller or the tuning table keep their grid.
 void plan_balanced(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMlaGeometry& geo,
                    const DeviceInfo& device) {
   if (plan.spec.backend != Backend::hopper || p.num_splits != 0 || plan.num_splits != 1) return;
@@ -146,16 +147,13 @@ void plan_balanced(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMl
   const std::int64_t slots =
       static_cast<std::int64_t>(std::max(1, device.sm_count)) * resident_ctas_per_sm(device, geo.smem_bytes, geo.threads);
   const std::int64_t units = static_cast<std::int64_t>(p.batch) * geo.row_blocks;
-  // One wave of walkers, for batches whose one-split grid fits one wave: two waves cost each SM a
-  // second walker's merges (B=128 L=4096: 288-292 us against 244-256, session 41 run 9).
-  if (units > slots) return;
   const int parts = static_cast<int>(std::max<std::int64_t>(1, slots / geo.row_blocks));
   plan.balanced_parts = parts;
   plan.grid[0] = static_cast<unsigned>(geo.row_blocks);  // a walker's row blocks side by side (they share its tiles in L2)
   plan.grid[1] = static_cast<unsigned>(parts + p.batch);
   plan.grid[2] = 1;
   plan.split_cluster = 1;
-  const std::int64_t slots_per_block = parts + static_cast<std::int64_t>(p.batch);
+  const std::int64_t slots_per_block = 2 * static_cast<std::int64_t>(parts);  // a cut piece's (balanced_plan.h)
   plan.workspace_bytes = split_counter_bytes(units) + static_cast<std::size_t>(geo.row_blocks * slots_per_block) *
                                                            geo.rows_per_cta * (kVDim + 2) * sizeof(float);
 }

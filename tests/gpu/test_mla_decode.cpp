@@ -162,22 +162,25 @@ void with_awkward_layouts(MlaCase& c) {
 }
 
 // Batches the hopper backend runs as the balanced plan (bf16, 128 rows or more, the launcher's
-// one split a request within one wave: B x row blocks from half the SMs to all of them):
+// one split a request: B x row blocks from half the SMs to all of them, and past one wave):
 // walkers whose ranges cut requests into pieces (merged by the last to arrive), requests wholly
 // inside a range (their own CTA), empty requests, one long request over many walkers,
-// all-empty batches, q_len 4 (eight row blocks), even lengths (a CTA a request, the plan's other
-// mode) and the awkward layouts; the portable backend runs them as usual.
+// all-empty batches, q_len 4 (eight row blocks), even lengths and ragged batches of two waves
+// (a CTA a request, the longest first: the plan's other mode) and the awkward layouts; the
+// portable backend runs them as usual.
 MlaCase balanced_case(Backend backend, int i) {
   MlaCase c;
   c.backend = backend;
   c.heads = i % 3 == 2 ? 64 : 128;
   c.q_len = c.heads == 64 ? 2 : i == 4 ? 4 : 1;
   const int row_blocks = c.heads * c.q_len / 64;
-  const int half_wave = device().sm_count / (2 * row_blocks);  // the plan's range: up to one wave
-  const int batch = half_wave + 1 + static_cast<int>(rng()() % half_wave);
+  const int half_wave = device().sm_count / (2 * row_blocks);
+  // Half a wave to one (i < 6), or one to three waves (i >= 6).
+  const int lo = i < 6 ? half_wave + 1 : 2 * half_wave + 1, span = i < 6 ? half_wave : 4 * half_wave;
+  const int batch = lo + static_cast<int>(rng()() % span);
   c.seq_lens.resize(batch);
   for (int& len : c.seq_lens) len = static_cast<int>(rng()() % (i == 1 ? 900 : 300));
-  if (i == 0) c.seq_lens[rng()() % batch] = 4000 + static_cast<int>(rng()() % 2000);  // over many walkers
+  if (i == 0 || i == 7) c.seq_lens[rng()() % batch] = 4000 + static_cast<int>(rng()() % 2000);  // over many walkers
   if (i == 3) std::fill(c.seq_lens.begin(), c.seq_lens.end(), 0);
   if (i == 5) std::fill(c.seq_lens.begin(), c.seq_lens.end(), 1000);  // even: a CTA a request
   if (i != 3 && i != 5) c.seq_lens[rng()() % batch] = 0;
@@ -263,7 +266,7 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     seesaw.num_splits = 2;
     cases.push_back(seesaw);
     for (int i = 0; i < 4; ++i) cases.push_back(past_one_wave_case(b, i == 0));
-    for (int i = 0; i < 6; ++i) cases.push_back(balanced_case(b, i));
+    for (int i = 0; i < 8; ++i) cases.push_back(balanced_case(b, i));
     MlaCase empty;  // every request empty, with splits
     empty.backend = b;
     empty.seq_lens = {0, 0, 0};
