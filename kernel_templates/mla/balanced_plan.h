@@ -1,32 +1,36 @@
 #pragma once
-// The MLA balanced plan (m77; hopper: the seesaw specs' batches of one wave), a tile scheduler
-// as FlashMLA's write-up describes one, computed by every CTA from seq_lens (so a graph replay
-// with new lengths stays balanced). The code is ours.
+// The MLA balanced plan (m77-m79; hopper: the seesaw specs' batches up to
+// kXqajitMlaBalancedMaxBatch), a tile scheduler as FlashMLA's write-up describes one, computed
+// by every CTA from seq_lens (so a graph replay with new lengths stays balanced). The code is
+// ours.
 //
 // Lay the batch's tiles end to end, the longest request first (m78; ties by index, so every
 // CTA lays them alike): T tiles in all, the request at position r of that order (order[r])
-// at [P_r, P_r + T_r). The grid is (row blocks, Z + B). Walker z < Z takes the tiles
-// [start(z), start(z + 1)), start(z) = floor(z T / Z), so every walker does the same work
-// (a row block's CTAs of one wave: Z = the SMs a row block gets). A walker's range meets
-// requests as pieces; it runs two at most, the request its range starts in and the one it
-// ends in, straight through (a loop around the seesaw spills, m69/m77 probes). A request
-// that neither starts nor ends a range (wholly inside one, between its first and last) is
-// run whole by a CTA of its own instead, after the walkers; so is an empty one, which writes
-// zeros. Those requests take CTAs Z, Z + 1, ... in the layout's order (`wholes`), so the CTAs
-// that find nothing to run are the grid's last: a run of them ahead of a request's CTA held
-// the few SMs that free early, each for a plan's time (m78, run 1).
+// at [P_r, P_r + T_r). The grid is (row blocks, Z + B), Z = the SMs a row block gets.
 //
-// Where the batch's lengths are even enough that a CTA a request wastes little (BalancedPlan::
-// walks), CTA r < B runs the request at position r whole instead and the rest leave: the
-// one-split grid's work, the longest requests launched first, so that a batch of more CTAs
-// than SMs ends together (longest-processing-time-first list scheduling: an SM that finishes
-// early takes the next longest, m78).
+// Where the lengths are uneven, or SMs would idle (BalancedPlan::walks), the requests of a
+// walker's share T / Z or more, positions [0, s), are walked: walker z < Z' takes their tiles
+// [start(z), start(z + 1)), start(z) = floor(z W / Z'), W = P_s, so every walker does the same
+// work. A walker's range meets requests as pieces; it runs two at most, the request its range
+// starts in and the one it ends in, straight through (a loop around the seesaw spills,
+// m69/m77 probes). The shorter requests (and empty ones, which write zeros) run whole, a CTA
+// each, the longest first, on the Z - Z' SMs the walkers leave them (m79: Z' is chosen so that
+// both sides end together); so does a walked request that neither starts nor ends a range.
+// They take CTAs Z', Z' + 1, ... (`wholes`), so the CTAs that find nothing to run are the
+// grid's last: a run of them ahead of a request's CTA held the few SMs that free early, each
+// for a plan's time (m78, run 1).
+//
+// Where the lengths are even enough that a CTA a request wastes little, CTA r < B runs the
+// request at position r whole instead and the rest leave: the one-split grid's work, the
+// longest requests launched first, so that a batch of more CTAs than SMs ends together
+// (longest-processing-time-first list scheduling: an SM that finishes early takes the next
+// longest, m78).
 //
 // A request cut into pieces merges them: piece i of the request at position r, in walker
 // z0(r) + i, stores its partial rows in slot z0(r) + c(r) + i of the row block's 2 Z, c(r)
 // the cut requests before it (a request's pieces sit in adjacent slots, and slots of
 // different requests never meet: the next cut one starts at or after z0(r) + its pieces - 1,
-// and c counts one more; a cut request holds one of the Z - 1 ranges' starts, so c < Z), and
+// and c counts one more; a cut request holds one of the Z' - 1 ranges' starts, so c < Z'), and
 // the last piece to arrive folds them into its own (mla/hopper_epilogue.cuh, the request's
 // counter).
 
@@ -71,25 +75,53 @@ struct BalancedPlan {
   int num_wholes;
   int batch, parts;   // B, Z
   int longest;        // the most tiles a request has
+  int num_long = 0;     // where it walks, s: positions [0, s) are walked (choose_walkers)
+  int num_walkers = 0;  // Z' <= Z walkers over them
 
   // Whether to walk (m77d): a walker's share, with the cut requests' partial rows and merges
   // (~1/8 of it, session 41 runs 6-9), against the longest request, which bounds a CTA a
   // request (the one-split grid, B x row blocks within one wave). Equal lengths run a CTA a
   // request, a ragged batch or idle SMs walk.
   XQAJIT_MLA_BALANCED_FN bool walks() const {
-    const int w = walkers();
+    const int w = max_walkers();
     return w > 0 && 8ll * longest > 9ll * ((total() + w - 1) / w);
   }
 
   XQAJIT_MLA_BALANCED_FN int total() const { return prefix[batch]; }
-  // The walkers with work: all Z, or one a tile where the batch has fewer (so that every
-  // walker's range holds a tile, and a request's pieces sit in consecutive walkers).
-  XQAJIT_MLA_BALANCED_FN int walkers() const { return parts < total() ? parts : total(); }
-  // The first tile of walker z's range (start(walkers()) = T).
-  XQAJIT_MLA_BALANCED_FN int start(int z) const { return (int)((long long)z * total() / walkers()); }
-  // The walker whose range holds tile t (t < T): the largest z with start(z) <= t.
+  // Z, or one a tile where the batch has fewer (so that every walker's range holds a tile, and
+  // a request's pieces sit in consecutive walkers).
+  XQAJIT_MLA_BALANCED_FN int max_walkers() const { return parts < total() ? parts : total(); }
+
+  // The walkers take only the requests of a share T / Z or more (m79); the shorter ones, the
+  // layout's tail, run whole from the start on the SMs the walkers leave them (Z - Z'), where
+  // m78 ran them after the walkers: Z' = Z x the long requests' tiles / (T + the short ones'
+  // CTAs at kShortCtaTiles each), so both sides end together. A request of a share or more is
+  // never wholly inside a walker's range of about a share, so walkers keep two pieces at most.
+  static constexpr int kShortCtaTiles = 8;  // a CTA's prologue and epilogue, in tiles (~13 us)
+  XQAJIT_MLA_BALANCED_FN void choose_walkers() {
+    const long long w = max_walkers(), t = total();
+    int lo = 0, hi = batch;  // the first position shorter than T / Z (the layout is longest first)
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if ((long long)(prefix[mid + 1] - prefix[mid]) * w >= t) lo = mid + 1;
+      else hi = mid;
+    }
+    num_long = lo;
+    const long long walked_tiles = prefix[lo], share = t + (long long)kShortCtaTiles * (batch - lo);
+    long long z = share > 0 ? (2 * w * walked_tiles + share) / (2 * share) : 0;  // rounded
+    z = z < w ? z : w;
+    z = z < walked_tiles ? z : walked_tiles;
+    num_walkers = (int)(z > 1 ? z : 1);
+  }
+
+  // The tiles the walkers share: the long requests', laid end to end from 0.
+  XQAJIT_MLA_BALANCED_FN int walked() const { return prefix[num_long]; }
+  XQAJIT_MLA_BALANCED_FN int walkers() const { return num_walkers; }
+  // The first tile of walker z's range (start(walkers()) = walked()).
+  XQAJIT_MLA_BALANCED_FN int start(int z) const { return (int)((long long)z * walked() / walkers()); }
+  // The walker whose range holds tile t (t < walked()): the largest z with start(z) <= t.
   XQAJIT_MLA_BALANCED_FN int walker_of(int t) const {
-    return (int)(((long long)(t + 1) * walkers() - 1) / total());
+    return (int)(((long long)(t + 1) * walkers() - 1) / walked());
   }
   // The position that holds tile t (t < T): the largest r with P_r <= t (empty requests before
   // it share its P_r).
@@ -105,7 +137,7 @@ struct BalancedPlan {
   // Whether the request at position r is cut: its tiles lie in two walkers' ranges or more.
   XQAJIT_MLA_BALANCED_FN bool cut(int r) const {
     const int p = prefix[r], e = prefix[r + 1];
-    return p < e && walker_of(p) != walker_of(e - 1);
+    return r < num_long && p < e && walker_of(p) != walker_of(e - 1);
   }
   // The tiles [t0, t1) (global, t0 < t1) of the request at position r, run by walker z.
   XQAJIT_MLA_BALANCED_FN BalancedPiece piece(int r, int t0, int t1, int z) const {
@@ -116,28 +148,27 @@ struct BalancedPlan {
   XQAJIT_MLA_BALANCED_FN BalancedPiece whole(int r) const {
     return BalancedPiece{order[r], 0, prefix[r + 1] - prefix[r], 1, 0, 0};
   }
-  // A request no range starts or ends in: its own CTA runs it (an empty one too).
+  // A short request, or one no range starts or ends in: its own CTA runs it (an empty one too).
   XQAJIT_MLA_BALANCED_FN bool runs_whole(int r) const {
     const int p = prefix[r], e = prefix[r + 1];
-    if (p == e) return true;
+    if (r >= num_long || p == e) return true;
     const int z0 = walker_of(p);
     return walker_of(e - 1) == z0 && start(z0) != p && start(z0 + 1) != e;
   }
 };
 
-// The pieces of CTA x (walker x < Z, else the (x - Z)-th request that runs whole), in the order
-// it runs them.
+// The pieces of CTA x (walker x < Z', else the (x - Z')-th request that runs whole), in the
+// order it runs them.
 XQAJIT_MLA_BALANCED_FN void balanced_pieces(const BalancedPlan& plan, int x, BalancedPiece (&pieces)[2]) {
   pieces[0].b = pieces[1].b = -1;
   if (!plan.walks()) {  // a CTA a request, the longest first
     if (x < plan.batch) pieces[0] = plan.whole(x);
     return;
   }
-  if (x >= plan.parts) {
-    if (x - plan.parts < plan.num_wholes) pieces[0] = plan.whole(plan.wholes[x - plan.parts]);
+  if (x >= plan.walkers()) {
+    if (x - plan.walkers() < plan.num_wholes) pieces[0] = plan.whole(plan.wholes[x - plan.walkers()]);
     return;
   }
-  if (x >= plan.walkers()) return;
   const int s = plan.start(x), e = plan.start(x + 1);
   const int first = plan.position_of(s), last = plan.position_of(e - 1);
   const int first_end = plan.prefix[first + 1] < e ? plan.prefix[first + 1] : e;

@@ -88,6 +88,7 @@ __device__ __forceinline__ mla::BalancedPlan balanced_plan(const XqajitMlaArgs& 
   __syncthreads();
   mla::BalancedPlan plan{prefix, order, tiles, wholes, 0, batch, args.balanced_parts, longest};
   if (plan.walks()) {
+    plan.choose_walkers();  // every thread alike: a binary search over P_r
     // One scan counts both: the cut requests (low 16 bits) and those run whole (high; B < 2^15).
     const auto counts = [&](int r) { return (plan.cut(r) ? 1 : 0) + (plan.runs_whole(r) ? 1 << 16 : 0); };
     int mine = 0;

@@ -56,6 +56,7 @@ Layout lay_out(const std::vector<int>& tiles, int parts) {
   l.wholes.assign(batch, -1);
   const int longest = tiles.empty() ? 0 : *std::max_element(tiles.begin(), tiles.end());
   l.plan = mla::BalancedPlan{l.prefix.data(), l.order.data(), l.cuts.data(), l.wholes.data(), 0, batch, parts, longest};
+  if (l.plan.walks()) l.plan.choose_walkers();
   for (int r = 1; r < batch; ++r) l.cuts[r] = l.cuts[r - 1] + (l.plan.cut(r - 1) ? 1 : 0);
   for (int r = 0; r < batch; ++r)
     if (l.plan.runs_whole(r)) l.wholes[l.plan.num_wholes++] = r;
@@ -97,6 +98,14 @@ bool check_plan(const std::vector<int>& tiles, int parts) {
   std::vector<int> position(batch);
   for (int r = 0; r < batch; ++r) position[l.order[r]] = r;
   const long long total = prefix[batch];
+  // The walked requests are a share T / Z or more, the rest shorter (m79).
+  const int s = l.plan.num_long, zw = l.plan.walkers();
+  const long long walked = prefix[s];
+  const long long max_walkers = std::min<long long>(parts, total);
+  for (int r = 0; r < batch; ++r) CHECK((tiles[l.order[r]] * max_walkers >= total) == (r < s));
+  REQUIRE(zw >= 1);
+  CHECK(zw <= max_walkers);
+  CHECK(zw <= walked);
   std::vector<std::vector<Piece>> by_request(batch);
   std::map<int, long long> walker_tiles;
   std::set<int> slots;
@@ -107,22 +116,22 @@ bool check_plan(const std::vector<int>& tiles, int parts) {
     CHECK(p.num_tiles >= 0);
     CHECK(p.first_tile + p.num_tiles <= tiles[p.b]);
     by_request[p.b].push_back(pc);
-    if (pc.cta < parts) {
+    const int r = position[p.b];
+    if (pc.cta < zw) {
+      CHECK(r < s);
       CHECK(p.num_tiles > 0);
       walker_tiles[pc.cta] += p.num_tiles;
     } else {
-      const int r = position[p.b];
       // A request's own CTA runs it whole, the first CTAs after the walkers in the layout's order.
-      REQUIRE(pc.cta - parts < l.plan.num_wholes);
-      CHECK(l.wholes[pc.cta - parts] == r);
-      if (pc.cta > parts) CHECK(l.wholes[pc.cta - parts - 1] < r);
+      REQUIRE(pc.cta - zw < l.plan.num_wholes);
+      CHECK(l.wholes[pc.cta - zw] == r);
+      if (pc.cta > zw) CHECK(l.wholes[pc.cta - zw - 1] < r);
       CHECK(p.splits == 1);
       CHECK(p.num_tiles == tiles[p.b]);
-      if (p.num_tiles > 0) {  // it lies inside one walker's range: counts toward that range
-        const long long w = std::min<long long>(parts, total);
+      if (r < s) {  // a walked request inside one walker's range: counts toward that range
         long long z = 0;
-        while (z + 1 < w && (z + 1) * total / w <= prefix[r]) ++z;
-        CHECK((z + 1) * total / w >= prefix[r + 1]);
+        while (z + 1 < zw && (z + 1) * walked / zw <= prefix[r]) ++z;
+        CHECK((z + 1) * walked / zw >= prefix[r + 1]);
         walker_tiles[static_cast<int>(z)] += p.num_tiles;
       }
     }
@@ -131,14 +140,13 @@ bool check_plan(const std::vector<int>& tiles, int parts) {
       CHECK(p.first_slot + p.index < 2 * parts);            // the workspace's 2 Z a row block
     }
   }
-  // Each range is 1 / Z of the tiles, rounded either way (one tile a walker where there are
-  // fewer than Z), run by its walker or, for the requests inside it, by their own CTAs.
-  const long long w = std::min<long long>(parts, total);
-  CHECK(static_cast<long long>(walker_tiles.size()) == w);
+  // Each range is 1 / Z' of the walked tiles, rounded either way, run by its walker or, for the
+  // requests inside it, by their own CTAs; a walker runs two pieces at most.
+  CHECK(static_cast<long long>(walker_tiles.size()) == zw);
   for (const auto& [z, n] : walker_tiles) {
-    CHECK(z < w);
-    CHECK(n >= total / w);
-    CHECK(n <= (total + w - 1) / w);
+    CHECK(z < zw);
+    CHECK(n >= walked / zw);
+    CHECK(n <= (walked + zw - 1) / zw);
   }
   for (int b = 0; b < batch; ++b) {
     std::vector<Piece>& ps = by_request[b];
