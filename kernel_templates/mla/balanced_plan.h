@@ -80,8 +80,7 @@ struct BalancedPlan {
 
   // Whether to walk (m77d): a walker's share, with the cut requests' partial rows and merges
   // (~1/8 of it, session 41 runs 6-9), against the longest request, which bounds a CTA a
-  // request (the one-split grid, B x row blocks within one wave). Equal lengths run a CTA a
-  // request, a ragged batch or idle SMs walk.
+  // request. Equal lengths run a CTA a request, a ragged batch or idle SMs walk.
   XQAJIT_MLA_BALANCED_FN bool walks() const {
     const int w = max_walkers();
     return w > 0 && 8ll * longest > 9ll * ((total() + w - 1) / w);

@@ -120,11 +120,12 @@ struct MlaDecodePlan : LaunchPlan {
   /// H=128: the token's two 64-head CTAs share each tile's gather, m21). The kernel
   /// needs it: mla_decode() always launches so, and split_cluster is then 1.
   int row_cluster = 1;
-  /// > 0: the balanced plan (hopper seesaw specs at one split a request, within one wave;
-  /// m77): grid (row blocks, balanced_parts + batch, 1). Where the lengths are uneven (the
-  /// kernel decides from seq_lens) this many walkers share the batch's tiles, laid end to end,
-  /// equally, and a request cut between walkers merges in its last piece's CTA; else CTA b
-  /// runs request b (kernel_templates/mla/balanced_plan.h).
+  /// > 0: the balanced plan (hopper seesaw specs at one split a request, up to
+  /// kXqajitMlaBalancedMaxBatch requests; m77-m79): grid (row blocks, balanced_parts + batch,
+  /// 1). Where the lengths are uneven (the kernel decides from seq_lens) up to this many walkers
+  /// share the long requests' tiles, laid end to end, equally, a request cut between walkers
+  /// merging in its last piece's CTA, and the short ones run a CTA each; else CTA y runs the
+  /// y-th longest request (kernel_templates/mla/balanced_plan.h).
   int balanced_parts = 0;
 };
 MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& device);
