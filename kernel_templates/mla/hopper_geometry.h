@@ -101,12 +101,14 @@ constexpr bool xqajit_mla_hopper_kv_map(int heads, int q_len, int row_bytes, int
 // a ragged batch would wait for its longest request, run walkers over the batch's tiles laid
 // end to end, or a CTA a request, the longest first: grid (row blocks, walkers + batch). Every
 // CTA lays the batch out in its tile buffers first, ranking each request against every other
-// (O(B^2 / threads) where lengths differ, ~1 us a CTA at 256), so a batch of at most
-// kXqajitMlaBalancedMaxBatch; larger ones keep the one-split grid.
+// (O(B^2 / threads) where lengths differ), so a batch of at most kXqajitMlaBalancedMaxBatch, the
+// largest measured (B=256 ragged: 310-327 us against one split's 334, session 42 runs 1-2;
+// past it, more CTAs an SM balance by themselves and each pays more ranks); larger ones keep the
+// one-split grid.
 constexpr bool xqajit_mla_hopper_balanced(int heads, int q_len, int cache_bytes, int sparse) {
   return xqajit_mla_hopper_tma(cache_bytes, sparse) && heads * q_len >= 2 * kXqajitMlaHopperRows;
 }
-constexpr int kXqajitMlaBalancedMaxBatch = 512;
+constexpr int kXqajitMlaBalancedMaxBatch = 256;
 
 // Sparse rows of an fp8 cache, and sparse specs whose token has two 64-head blocks (H=128),
 // run warp-specialized (m20, m21: mla/hopper_producer.cuh): a third warpgroup gathers and
