@@ -129,6 +129,9 @@ XqajitTensorMap kv_tensor_map(const MlaDecodeParams& p, const Strides& s, Driver
   return map;
 }
 
+// The shortest table (in tiles) a batch of more than one wave is planned for (below).
+constexpr std::int64_t kBalancedMinWaveTiles = 64;
+
 // The balanced plan (m77, m78) where the split planner left one split a request to a hopper
 // seesaw spec: a walker an SM (Z = SMs / row blocks), each taking 1 / Z of the batch's tiles
 // where the lengths are uneven (the kernel decides, BalancedPlan::walks), else a CTA a request,
@@ -147,6 +150,11 @@ void plan_balanced(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMl
   const std::int64_t slots =
       static_cast<std::int64_t>(std::max(1, device.sm_count)) * resident_ctas_per_sm(device, geo.smem_bytes, geo.threads);
   const std::int64_t units = static_cast<std::int64_t>(p.batch) * geo.row_blocks;
+  // Past one wave, only where a request may be long: the plan costs every CTA a load and a few
+  // barriers before its Q, which many short CTAs do not earn back (B=200 L=2048, 32 tiles a
+  // request: 269.8 us against one split's 251.2; at 64 tiles, B=128 and B=256 L=4096, level;
+  // session 42 runs 1 and 8).
+  if (units > slots && tiles < kBalancedMinWaveTiles) return;
   const int parts = static_cast<int>(std::max<std::int64_t>(1, slots / geo.row_blocks));
   plan.balanced_parts = parts;
   plan.grid[0] = static_cast<unsigned>(geo.row_blocks);  // a walker's row blocks side by side (they share its tiles in L2)

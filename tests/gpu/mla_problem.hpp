@@ -60,6 +60,7 @@ struct MlaCase {
   bool padded = false;        // strided Q/out heads and a pooled cache (row and page padding)
   bool explicit_mask = false; // q_len > 1: a packed mask instead of the implicit causal one
   int shared_prefix_pages = 0;  // requests whose length allows it share request 0's first pages
+  int extra_pages = 0;          // columns of block_table beyond what the longest request needs
   bool pages_unknown = false;   // num_pages = 0 (allowed: it only bounds the checks and the tensor map)
   int num_splits = 0;
   float sm_scale = 0.0721687836f;  // 1/sqrt(192)
@@ -130,7 +131,7 @@ struct MlaProblem : PagedBuffers {
     const int B = static_cast<int>(c.seq_lens.size()), H = c.heads, P = c.page_size, Q = c.q_len;
     lens = c.seq_lens;
     // Unused entries point far outside the cache: reading one is an illegal access.
-    const PageTable pages = random_page_table(lens, P, 0, c.shared_prefix_pages, 1 << 28, rng);
+    const PageTable pages = random_page_table(lens, P, c.extra_pages, c.shared_prefix_pages, 1 << 28, rng);
     const int max_pages = pages.columns, num_pages = pages.num_pages;
     table = pages.table;
 

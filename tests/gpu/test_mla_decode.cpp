@@ -181,6 +181,8 @@ MlaCase balanced_case(Backend backend, int i) {
   c.seq_lens.resize(batch);
   for (int& len : c.seq_lens) len = static_cast<int>(rng()() % (i == 1 ? 900 : 300));
   if (i == 0 || i == 7) c.seq_lens[rng()() % batch] = 4000 + static_cast<int>(rng()() % 2000);  // over many walkers
+  // Past one wave the host plans a table of 64 tiles or more only: short requests in a wide one.
+  if (i == 6) c.extra_pages = 64;
   if (i == 3) std::fill(c.seq_lens.begin(), c.seq_lens.end(), 0);
   if (i == 5) std::fill(c.seq_lens.begin(), c.seq_lens.end(), 1000);  // even: a CTA a request
   if (i != 3 && i != 5) c.seq_lens[rng()() % batch] = 0;

@@ -236,6 +236,16 @@ TEST_CASE("mla_decode plans the balanced grid where one split a request would le
   CHECK(b128.workspace_bytes == split_counter_bytes(256) + std::size_t{2} * (2 * 66) * 64 * 514 * 4);
   CHECK(mla_decode_plan(dense(128, 4, 40), dev).balanced_parts == 16);
   CHECK(mla_decode_plan(dense(128, 1, kXqajitMlaBalancedMaxBatch), dev).balanced_parts == 66);
+  // Past one wave only where a request may be long (64 tiles or more): B=200 over 32-page
+  // tables (2048 keys, 32 tiles) keeps the one-split grid; within one wave (B=40) it walks.
+  MlaDecodeParams short_table = dense(128, 1, 200);
+  short_table.max_pages_per_seq = 32;
+  CHECK(mla_decode_plan(short_table, dev).balanced_parts == 0);
+  short_table.max_pages_per_seq = 64;  // 64 tiles
+  CHECK(mla_decode_plan(short_table, dev).balanced_parts == 66);
+  short_table.batch = 40;
+  short_table.max_pages_per_seq = 32;
+  CHECK(mla_decode_plan(short_table, dev).balanced_parts == 66);
   // Past kXqajitMlaBalancedMaxBatch (the plan's ranks in every CTA), the one-split grid.
   CHECK(mla_decode_plan(dense(128, 1, kXqajitMlaBalancedMaxBatch + 1), dev).balanced_parts == 0);
   // Not planned: the launcher's splits (B=8 splits the sequence), splits the caller set, an fp8
