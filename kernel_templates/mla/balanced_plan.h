@@ -175,5 +175,33 @@ XQAJIT_MLA_BALANCED_FN void balanced_pieces(const BalancedPlan& plan, int x, Bal
   if (last != first) pieces[1] = plan.piece(last, plan.prefix[last], e, x);
 }
 
+#if !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+// The plan laid out by one thread (the host's tests and plan model; a CTA lays it out in
+// parallel, mla/hopper_balanced.cuh's balanced_plan, to the same result): `space` holds
+// 4 B + 1 ints (order, P_r, c(r), the positions run whole).
+inline BalancedPlan balanced_plan_serial(const int* tiles, int batch, int parts, int* space) {
+  int* const order = space;
+  int* const prefix = order + batch;
+  int* const cuts = prefix + batch + 1;
+  int* const wholes = cuts + batch;
+  int longest = 0;
+  for (int b = 0; b < batch; ++b) {
+    order[balanced_position(tiles, batch, b)] = b;
+    longest = tiles[b] > longest ? tiles[b] : longest;
+  }
+  prefix[0] = 0;
+  for (int r = 0; r < batch; ++r) prefix[r + 1] = prefix[r] + tiles[order[r]];
+  BalancedPlan plan{prefix, order, cuts, wholes, 0, batch, parts, longest};
+  if (plan.walks()) {
+    plan.choose_walkers();
+    for (int r = 0; r < batch; ++r) {
+      cuts[r] = r == 0 ? 0 : cuts[r - 1] + (plan.cut(r - 1) ? 1 : 0);
+      if (plan.runs_whole(r)) wholes[plan.num_wholes++] = r;
+    }
+  }
+  return plan;
+}
+#endif
+
 }  // namespace mla
 }  // namespace xqajit

@@ -29,37 +29,31 @@ struct Piece {
   int cta;
 };
 
-// The plan as a CTA lays it out (mla/hopper_balanced.cuh): the longest request first, P_r over
-// that order, and c(r) where it walks.
+// The plan as a CTA lays it out (balanced_plan_serial: the longest first, P_r over that order,
+// and c(r) and the positions run whole where it walks), with views of its arrays.
 struct Layout {
-  std::vector<int> order, prefix, cuts, wholes;
+  std::vector<int> space;
   mla::BalancedPlan plan;
+  const int* order;
+  const int* prefix;
+  const int* wholes;
 };
 
 Layout lay_out(const std::vector<int>& tiles, int parts) {
   const int batch = static_cast<int>(tiles.size());
   Layout l;
-  l.order.assign(batch, -1);
-  for (int b = 0; b < batch; ++b) {
-    const int r = mla::balanced_position(tiles.data(), batch, b);
-    REQUIRE(r >= 0);
-    REQUIRE(r < batch);
-    CHECK(l.order[r] == -1);  // a position each
-    l.order[r] = b;
+  l.space.assign(4 * static_cast<std::size_t>(batch) + 1, -1);
+  l.plan = mla::balanced_plan_serial(tiles.data(), batch, parts, l.space.data());
+  l.order = l.plan.order;
+  l.prefix = l.plan.prefix;
+  l.wholes = l.plan.wholes;
+  std::set<int> requests(l.order, l.order + batch);
+  CHECK(static_cast<int>(requests.size()) == batch);  // a position each
+  if (batch > 0) {
+    CHECK(*requests.begin() == 0);
+    CHECK(*requests.rbegin() == batch - 1);
   }
-  l.prefix.assign(batch + 1, 0);
-  for (int r = 0; r < batch; ++r) {
-    if (r > 0) CHECK(tiles[l.order[r]] <= tiles[l.order[r - 1]]);  // the longest first
-    l.prefix[r + 1] = l.prefix[r] + tiles[l.order[r]];
-  }
-  l.cuts.assign(batch, 0);
-  l.wholes.assign(batch, -1);
-  const int longest = tiles.empty() ? 0 : *std::max_element(tiles.begin(), tiles.end());
-  l.plan = mla::BalancedPlan{l.prefix.data(), l.order.data(), l.cuts.data(), l.wholes.data(), 0, batch, parts, longest};
-  if (l.plan.walks()) l.plan.choose_walkers();
-  for (int r = 1; r < batch; ++r) l.cuts[r] = l.cuts[r - 1] + (l.plan.cut(r - 1) ? 1 : 0);
-  for (int r = 0; r < batch; ++r)
-    if (l.plan.runs_whole(r)) l.wholes[l.plan.num_wholes++] = r;
+  for (int r = 1; r < batch; ++r) CHECK(tiles[l.order[r]] <= tiles[l.order[r - 1]]);  // the longest first
   return l;
 }
 
@@ -79,7 +73,7 @@ std::vector<Piece> all_pieces(const Layout& l, int parts) {
 // Returns whether the plan walked.
 bool check_plan(const std::vector<int>& tiles, int parts) {
   const Layout l = lay_out(tiles, parts);
-  const std::vector<int>& prefix = l.prefix;
+  const int* const prefix = l.prefix;
   const std::vector<Piece> pieces = all_pieces(l, parts);
   const int batch = static_cast<int>(tiles.size());
   if (!l.plan.walks()) {  // a CTA a request, each whole, the longest first

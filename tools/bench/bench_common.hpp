@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/ragged_lengths.hpp"
 #include "support/gpu_buffers.hpp"
 #include "support/reference.hpp"
 #include "xqajit/error.hpp"
@@ -118,17 +119,11 @@ struct BenchPages {
   }
 
   /// shuffle(), then the block table and the lengths on the device, in `p`: each `len`, or
-  /// (`ragged`) uniform on [1, len] from a generator seeded by the shape (so a peer's bench
-  /// can draw the same ones: B x 7919 + L into std::mt19937).
+  /// (`ragged`) uniform on [1, len], drawn as ragged_lengths.hpp draws them.
   template <class Params>
   void upload(Params& p, std::mt19937& rng, bool ragged = false) {
     shuffle(rng);
-    lengths.assign(batch, len);
-    if (ragged) {
-      std::mt19937 g(static_cast<unsigned>(batch) * 7919u + static_cast<unsigned>(len));
-      std::uniform_int_distribution<int> u(1, len);
-      for (std::int32_t& l : lengths) l = u(g);
-    }
+    lengths = ragged ? ragged_lengths(batch, len) : std::vector<std::int32_t>(batch, len);
     table = to_device(order);
     lens = to_device(lengths);
     p.block_table = table.get<std::int32_t>();
