@@ -89,6 +89,23 @@ __device__ __forceinline__ bool split_arrive_last(unsigned* counter, unsigned nu
   return *s_flag != 0;
 }
 
+// Whether every other split of the group has already arrived (split_arrive_last's count, read
+// without adding this one): then this is the last, nobody else will count, and the counter is
+// reset here. A split that finds so can keep its rows instead of storing them for a merge (the
+// MLA balanced plan's last piece, m77c); one that does not stores them and arrives.
+__device__ __forceinline__ bool split_others_arrived(unsigned* counter, unsigned num_splits, int* s_flag) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned arrived;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(arrived) : "l"(counter) : "memory");
+    const bool last = arrived == num_splits - 1u;
+    *s_flag = last;
+    if (last) *reinterpret_cast<volatile unsigned*>(counter) = 0u;  // nobody else arrives: reset it
+  }
+  __syncthreads();
+  return *s_flag != 0;
+}
+
 // The last CTA's merge of `valid_rows` rows over every split. `smem` (at least
 // `smem_bytes` bytes, 16-byte aligned, free to overwrite) stages the stats and,
 // when they fit, every partial output: one L2 round trip instead of one per

@@ -101,15 +101,7 @@ __device__ __forceinline__ void finish_piece(const XqajitMlaArgs& args, RowState
     unsigned* const counter = args.counters + (long long)pc.b * gridDim.x + rb;
     // A piece that finds every other piece counted is the last and stores no partial rows of its
     // own (m77c): at B=64 every walker's last piece would write them at the launch's end at once.
-    __syncthreads();
-    if (tid == 0) {
-      unsigned arrived;
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(arrived) : "l"(counter) : "memory");
-      *s_is_last = arrived == (unsigned)pc.splits - 1u;
-      if (*s_is_last) *reinterpret_cast<volatile unsigned*>(counter) = 0u;  // nobody else arrives: reset it
-    }
-    __syncthreads();
-    if (!*s_is_last) {
+    if (!split_others_arrived(counter, (unsigned)pc.splits, s_is_last)) {
       auto staged_sync = sync;
       mla::store_partials_staged<kR, kRowStride, kRows, kThreads, true>(partials, st, smem, pc.index, rb, rt,
                                                                          wg * kWgDims, wg == 0, lane, staged_sync);
