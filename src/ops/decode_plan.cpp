@@ -99,6 +99,7 @@ DecodePlan plan_backend(const DecodeParams& p, const Arch& arch, const DeviceInf
   plan.grid[1] = static_cast<unsigned>(p.num_kv_heads * geo.row_blocks);
   plan.grid[2] = static_cast<unsigned>(p.batch);
   plan.workspace_bytes = split_workspace_bytes(request.base_ctas, split.num_splits, geo.rows_per_cta, p.head_dim);
+  plan.merge_groups = split.num_splits > 1 ? request.base_ctas : 0;
   // Programmatic dependent launch (the kernel's griddepcontrol exists for sm_90+ only)
   // where bench_decode measured it no slower than plain launches, same graph, same run
   // (H200, docs/KERNEL_NOTES.md h13): split launches (B=1 L=8192 13.3 vs 13.6 us) and

@@ -162,6 +162,7 @@ void plan_balanced(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMl
   plan.grid[2] = 1;
   plan.split_cluster = 1;
   const std::int64_t slots_per_block = 2 * static_cast<std::int64_t>(parts);  // a cut piece's (balanced_plan.h)
+  plan.merge_groups = units;  // a (request, row block)'s counter, as the split grid's
   plan.workspace_bytes = split_counter_bytes(units) + static_cast<std::size_t>(geo.row_blocks * slots_per_block) *
                                                            geo.rows_per_cta * (kVDim + 2) * sizeof(float);
 }
@@ -254,6 +255,7 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   plan.grid[1] = static_cast<unsigned>(geo.row_blocks);
   plan.grid[2] = static_cast<unsigned>(p.batch);
   plan.workspace_bytes = split_workspace_bytes(request.base_ctas, split.num_splits, geo.rows_per_cta, kVDim);
+  plan.merge_groups = split.num_splits > 1 ? request.base_ctas : 0;
   // Hopper merges two splits in a cluster: H=128 B=32 L=4096 spent ~25 us on the workspace
   // round trip and the merge launch (100 -> 82 us). Clusters of 4 and 8 were slower than the
   // workspace merge (H=64 B=32 L=4096, 4 splits: 70 -> 91 us; B=4 L=8192, 8: 50 -> 57): a
@@ -294,12 +296,7 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
   args.kv_stride_page = s.kv_p;
   args.kv_stride_token = s.kv_t;
   args.merge_launch = plan.merge_launch ? 1 : 0;
-  if (plan.balanced_parts > 0) {  // the workspace as split_plan.hpp lays it out, partial slots by piece
-    args.balanced_parts = plan.balanced_parts;
-    args.counters = static_cast<unsigned*>(p.workspace);
-    args.partial = reinterpret_cast<float*>(static_cast<char*>(p.workspace) +
-                                            split_counter_bytes(static_cast<std::int64_t>(p.batch) * plan.grid[0]));
-  }
+  args.balanced_parts = plan.balanced_parts;  // its workspace: fill_shared_args, by plan.merge_groups
   if (is_sparse(p)) {
     const IndexStrides is = resolved_index_strides(p);
     args.indices = p.indices;

@@ -209,10 +209,9 @@ void fill_shared_args(Args& a, const Params& p, const RowStrides& s, const Launc
   a.kv_scale_ptr = p.kv_scale_ptr;
   a.q_scale = p.q_scale;
   a.kv_scale = p.kv_scale;
-  if (plan.num_splits > 1) {
-    const std::int64_t merge_groups = static_cast<std::int64_t>(p.batch) * plan.grid[1];
+  if (plan.merge_groups > 0) {
     a.counters = static_cast<unsigned*>(p.workspace);
-    a.partial = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + split_counter_bytes(merge_groups));
+    a.partial = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + split_counter_bytes(plan.merge_groups));
   }
   a.q_stride_batch = s.q_b;
   a.q_stride_token = s.q_t;

@@ -6,6 +6,7 @@
 /// every replay of a captured graph launches the same way.
 
 #include <cstddef>
+#include <cstdint>
 
 #include "xqajit/spec/spec.hpp"
 #include "xqajit/tuning/tuning.hpp"
@@ -39,6 +40,9 @@ struct LaunchPlan {
   unsigned threads = 0;
   unsigned smem_bytes = 0;
   std::size_t workspace_bytes = 0;  ///< split_plan.hpp's layout; 0 when one split suffices
+  /// The workspace's counters, one a group of CTAs whose partial rows merge (a request's head
+  /// or row block), before its partials (split_plan.hpp); 0: no workspace.
+  std::int64_t merge_groups = 0;
   ChoiceSource source = ChoiceSource::heuristic;  ///< where kv_tile / splits came from (tuning.hpp)
 };
 
