@@ -319,5 +319,10 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
 // The split merge as a second launch, where the host plans one (args.merge_launch;
 // mla/shared_epilogue.cuh says when and why).
 extern "C" __global__ void __launch_bounds__(mla::kMergeMaxThreads) xqajit_mla_merge(const XqajitMlaArgs args) {
-  mla::merge_launch_row<kR, kRowStride, kRows, kStagePartials>(args);  // bf16 partials where staged (m70)
+  // bf16 partials where staged (m70); the seesaw's grid may be a small batch's shares (m84)
+  mla::merge_launch_row<kR, kRowStride, kRows, kStagePartials, kSeesaw>(args, [&](int rb, int b) {
+    if constexpr (kSeesaw)
+      if (args.balanced_parts > 0) return share_group(args, rb, b);
+    return mla::split_group<kR>(args, rb, b);
+  });
 }

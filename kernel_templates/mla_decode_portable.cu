@@ -152,5 +152,5 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) xqajit_mla_de
 // The split merge as a second launch, where the host plans one (args.merge_launch;
 // mla/shared_epilogue.cuh says when and why).
 extern "C" __global__ void __launch_bounds__(mla::kMergeMaxThreads) xqajit_mla_merge(const XqajitMlaArgs args) {
-  mla::merge_launch_row<kR, kR, kRows>(args);
+  mla::merge_launch_row<kR, kR, kRows>(args, [&](int rb, int b) { return mla::split_group<kR>(args, rb, b); });
 }

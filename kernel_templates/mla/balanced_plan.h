@@ -175,6 +175,43 @@ XQAJIT_MLA_BALANCED_FN void balanced_pieces(const BalancedPlan& plan, int x, Bal
   if (last != first) pieces[1] = plan.piece(last, plan.prefix[last], e, x);
 }
 
+// Small batches (m84): where the launcher would cut every request into 3 splits or more, the
+// grid is (row blocks, Z) and request b gets k_b = share_pieces(t_b, s) pieces of at most s
+// tiles, s the least share whose pieces fit the Z CTAs (least_share). A piece is a CTA; request
+// b's are CTAs [x_b, x_b + k_b), x_b = k_0 + ... + k_(b-1), piece i its tiles
+// [i t_b / k_b, (i + 1) t_b / k_b), stored in slot x_b + i, and a second launch merges them (a
+// request of one piece stores its final rows). Even lengths get the launcher's splits (k = Z /
+// B); on ragged ones the longest request no longer sets the time (B=20 L <= 32768: 3 splits of
+// the longest 32768 keys against shares of the batch's mean).
+XQAJIT_MLA_BALANCED_FN int share_pieces(int tiles, int share) {
+  return tiles > share ? (tiles + share - 1) / share : 1;  // an empty request's CTA writes zeros
+}
+
+// The least share s >= 1 with pieces(s) = sum_b share_pieces(t_b, s) <= parts (B <= Z), between
+// ceil(T / Z) and the smaller of the longest request (where pieces = B) and ceil(T / (Z - B))
+// (where pieces <= T / s + B <= Z): a few steps of `pieces`, which sums over the batch.
+template <class Pieces>
+XQAJIT_MLA_BALANCED_FN int least_share(int total, int longest, int batch, int parts, Pieces&& pieces) {
+  int lo = (total + parts - 1) / parts, hi = longest;
+  if (parts > batch) {
+    const int fits = (total + parts - batch - 1) / (parts - batch);
+    hi = fits < hi ? fits : hi;
+  }
+  lo = lo > 1 ? lo : 1;
+  while (lo < hi) {
+    const int mid = lo + ((hi - lo) >> 1);
+    if (pieces(mid) <= parts) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+// The first tile of piece i of a request of `tiles` tiles cut into k (32-bit: the host plans
+// shares only where kXqajitMlaSharesMaxTiles x 64 pieces fit in 32 bits).
+XQAJIT_MLA_BALANCED_FN int share_first_tile(int tiles, int k, int i) {
+  return (int)((unsigned)i * (unsigned)tiles / (unsigned)k);
+}
+
 #if !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
 // The plan laid out by one thread (the host's tests and plan model; a CTA lays it out in
 // parallel, mla/hopper_balanced.cuh's balanced_plan, to the same result): `space` holds
@@ -200,6 +237,27 @@ inline BalancedPlan balanced_plan_serial(const int* tiles, int batch, int parts,
     }
   }
   return plan;
+}
+
+// The shares of a small batch (m84) by one thread: `first` and `pieces` (B ints each) get x_b
+// and k_b; returns s.
+inline int share_plan_serial(const int* tiles, int batch, int parts, int* first, int* pieces) {
+  int total = 0, longest = 0;
+  for (int b = 0; b < batch; ++b) {
+    total += tiles[b];
+    longest = tiles[b] > longest ? tiles[b] : longest;
+  }
+  const int share = least_share(total, longest, batch, parts, [&](int s) {
+    int n = 0;
+    for (int b = 0; b < batch; ++b) n += share_pieces(tiles[b], s);
+    return n;
+  });
+  for (int b = 0, x = 0; b < batch; ++b) {
+    first[b] = x;
+    pieces[b] = share_pieces(tiles[b], share);
+    x += pieces[b];
+  }
+  return share;
 }
 #endif
 

@@ -106,6 +106,62 @@ __device__ __forceinline__ mla::BalancedPlan balanced_plan(const XqajitMlaArgs& 
   return plan;
 }
 
+// The shares of a small batch (m84, mla/balanced_plan.h) by one warp, a lane a request
+// (B <= kXqajitMlaSharesMaxBatch): the lane's request's tiles, its first CTA x_b and its pieces
+// k_b (0 past the batch).
+struct ShareLane {
+  int tiles, first, pieces;
+};
+__device__ __forceinline__ ShareLane share_lane(const XqajitMlaArgs& args, int lane) {
+  const bool mine = lane < args.batch;
+  const int t = mine ? split_tile_count<kTile>(0, clamped_seq_len(args.seq_lens, lane, args.max_pages_per_seq * kPageSize))
+                     : 0;
+  const int share =
+      mla::least_share(__reduce_add_sync(~0u, t), __reduce_max_sync(~0u, t), args.batch, args.balanced_parts,
+                       [&](int s) { return __reduce_add_sync(~0u, mine ? mla::share_pieces(t, s) : 0); });
+  const int k = mine ? mla::share_pieces(t, share) : 0;
+  int incl = k;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(~0u, incl, o);
+    if (lane >= o) incl += u;
+  }
+  return ShareLane{t, incl - k, k};
+}
+
+// The piece of CTA x (b = -1: none; the grid has Z CTAs a row block, the pieces may be fewer).
+__device__ __forceinline__ mla::BalancedPiece share_piece(const XqajitMlaArgs& args, int x, int lane) {
+  const ShareLane l = share_lane(args, lane);
+  const unsigned owner = __ballot_sync(~0u, l.first <= x && x < l.first + l.pieces);
+  if (owner == 0) return mla::BalancedPiece{-1, 0, 0, 0, 0, 0};
+  const int b = __ffs(owner) - 1;
+  const int t = __shfl_sync(~0u, l.tiles, b), first = __shfl_sync(~0u, l.first, b);
+  const int k = __shfl_sync(~0u, l.pieces, b), i = x - first;
+  const int t0 = mla::share_first_tile(t, k, i);
+  return mla::BalancedPiece{b, t0, mla::share_first_tile(t, k, i + 1) - t0, k, i, first};
+}
+
+// Row block rb's (x_b, k_b) a request, for the merge launch, which would otherwise plan again in
+// each of its CTAs (~2.5k CTAs of 4 warps at B=20: the plans' instructions cost ~5 us, run 1):
+// each request's first piece writes its pair into the stats of slot Z of the row block's 2 Z
+// slots, which the shares leave unused.
+__device__ __forceinline__ int* share_table(const XqajitMlaArgs& args, int rb, int row_blocks) {
+  const long long block_slots = 2ll * args.balanced_parts;
+  return reinterpret_cast<int*>(
+      SplitPartials<kR, kV>(args.partial, SlotRange{row_blocks * block_slots, rb * block_slots + args.balanced_parts}, 1)
+          .stats);
+}
+static_assert(kXqajitMlaSharesMaxBatch <= kR, "the table of (x_b, k_b) fits a slot's stats (2 kR floats)");
+
+// Request b's pieces in row block rb's slots, for the merge launch (grid (rows, row blocks,
+// batch)); fewer than two: the piece stored the final rows.
+__device__ __forceinline__ SplitPartials<kR, kV> share_group(const XqajitMlaArgs& args, int rb, int b) {
+  const int* const entry = share_table(args, rb, gridDim.y) + 2 * b;
+  const long long block_slots = 2ll * args.balanced_parts;  // finish_piece's slots
+  return SplitPartials<kR, kV>(args.partial, SlotRange{gridDim.y * block_slots, rb * block_slots + __ldcg(entry)},
+                               __ldcg(entry + 1));
+}
+
 static_assert(kSeesaw == xqajit_mla_hopper_balanced(kHeads, kQLen, kCacheBytes, MLA_SPARSE),
               "the host plans the balanced grid for exactly the seesaw specs");
 static_assert((4 * kXqajitMlaBalancedMaxBatch + 1) * 4 <= 2 * kStageBytes, "the plan fits the tile buffers");
@@ -137,7 +193,21 @@ __device__ __forceinline__ void balanced_cta(const XqajitMlaArgs& args, const Xq
   __shared__ mla::BalancedPiece s_pieces[2];
   const int lane = tid & 31, warp = tid >> 5;
   const int wg = warp_uniform(warp >> 2), rt = warp_uniform(warp & 3);
-  {
+  if (args.merge_launch) {  // a small batch's shares (m84): a piece a CTA
+    if (warp == 0) {
+      const mla::BalancedPiece pc = share_piece(args, blockIdx.y, lane);
+      if (lane == 0) {
+        s_pieces[0] = pc;
+        s_pieces[1].b = -1;
+        if (pc.b >= 0 && pc.index == 0) {  // the merge launch's table (share_table)
+          int* const entry = share_table(args, rb, gridDim.x) + 2 * pc.b;
+          entry[0] = pc.first_slot;
+          entry[1] = pc.splits;
+        }
+      }
+    }
+    __syncthreads();
+  } else {
     // The plan borrows the tile buffers, free until the first piece's copies.
     const mla::BalancedPlan plan = balanced_plan(args, reinterpret_cast<int*>(smem + kRawOff), s_warp_sums, tid);
     if (tid == 0) mla::balanced_pieces(plan, blockIdx.y, s_pieces);

@@ -97,7 +97,7 @@ constexpr int kSmemEnd = kQgmma && kQgEnd > kTileSmemEnd ? kQgEnd : kTileSmemEnd
 // and keeps the per-tile schedule, whose whole tile of copy lead reads closer to the
 // copy rate on an H100 (session 21 runs 1-2, docs/MLA_HOPPER_NOTES.md m13).
 constexpr bool kSeesaw = kTma && kRows >= 2 * kR;
-constexpr int kSeesawMinTiles = 8;
+constexpr int kSeesawMinTiles = kXqajitMlaSeesawMinTiles;
 // Lazy rescaling (m75, common/online_softmax.cuh): where P is bf16, the running max moves only
 // by more than 2^8, so O's rescale (128 multiplies a thread, on the chain before P V) is
 // skipped on almost every tile. The fp8 tensor cores' P (e4m3, stored x 2^8) keeps 0.

@@ -98,6 +98,12 @@ __device__ __forceinline__ void finish_piece(const XqajitMlaArgs& args, RowState
     const SplitPartials<kR, kV> partials(args.partial,
                                          SlotRange{gridDim.x * block_slots, rb * block_slots + pc.first_slot},
                                          pc.splits);
+    if (args.merge_launch) {  // a small batch's shares (m84): the merge launch folds them
+      auto staged_sync = sync;
+      mla::store_partials_staged<kR, kRowStride, kRows, kThreads, true>(partials, st, smem, pc.index, rb, rt,
+                                                                         wg * kWgDims, wg == 0, lane, staged_sync);
+      return;
+    }
     unsigned* const counter = args.counters + (long long)pc.b * gridDim.x + rb;
     // A piece that finds every other piece counted is the last and stores no partial rows of its
     // own (m77c): at B=64 every walker's last piece would write them at the launch's end at once.

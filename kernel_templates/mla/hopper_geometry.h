@@ -109,6 +109,11 @@ constexpr bool xqajit_mla_hopper_balanced(int heads, int q_len, int cache_bytes,
   return xqajit_mla_hopper_tma(cache_bytes, sparse) && heads * q_len >= 2 * kXqajitMlaHopperRows;
 }
 constexpr int kXqajitMlaBalancedMaxBatch = 256;
+// A split of more tiles than this runs the seesaw (bf16, two row blocks or more; mla/hopper_config.cuh).
+constexpr int kXqajitMlaSeesawMinTiles = 8;
+// The shares of a small batch (m84, mla/balanced_plan.h): a warp plans them, a lane a request.
+constexpr int kXqajitMlaSharesMaxBatch = 32;
+constexpr int kXqajitMlaSharesMaxTiles = 1 << 25;  // a request's, so that 64 x its tiles fit 32 bits
 
 // Sparse rows of an fp8 cache, and sparse specs whose token has two 64-head blocks (H=128),
 // run warp-specialized (m20, m21: mla/hopper_producer.cuh): a third warpgroup gathers and

@@ -301,17 +301,27 @@ constexpr int kMergeMaxGroups = kXqajitMlaMergeMaxGroups;  // the host sizes the
 constexpr int kMergeMaxThreads = kMergeMaxGroups * kV / 4;
 constexpr int kMergeMaxSplits = 64;  // the host's kMaxSplits (split_plan.hpp)
 
+// The split grid's merge group of (request b, row block rb): num_splits slots of its own.
+template <int kR>
+__device__ __forceinline__ SplitPartials<kR, kV> split_group(const XqajitMlaArgs& args, int rb, int b) {
+  return SplitPartials<kR, kV>(args.partial, (long long)args.batch * gridDim.y, args.num_splits,
+                               (long long)b * gridDim.y + rb);
+}
+
 // kBf16Partials: the decode kernel stored them as bf16 (store_partials_staged<kBf16>).
-template <int kR, int kRowStride, int kRows, bool kBf16Partials = false>
-__device__ __forceinline__ void merge_launch_row(const XqajitMlaArgs& args) {
+// `group(rb, b)`: the SplitPartials of (request b, row block rb): split_group, or (kMayBeWhole)
+// a group whose request may have run whole, its final rows stored (fewer than two splits: the
+// hopper balanced plan's shares, m84).
+template <int kR, int kRowStride, int kRows, bool kBf16Partials = false, bool kMayBeWhole = false, class Group>
+__device__ __forceinline__ void merge_launch_row(const XqajitMlaArgs& args, Group&& group) {
   const int r = blockIdx.x, rb = blockIdx.y, b = blockIdx.z;
   pdl_wait();  // the partials are the decode grid's
   pdl_launch_dependents();
   const int row = rb * kRowStride + r;
   if (!real_row<kR, kRowStride, kRows>(r, row)) return;  // padding rows
   const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
-  const SplitPartials<kR, kV> partials(args.partial, (long long)args.batch * gridDim.y, args.num_splits,
-                                       (long long)b * gridDim.y + rb);
+  const SplitPartials<kR, kV> partials = group(rb, b);
+  if (kMayBeWhole && partials.splits < 2) return;
   split_merge_row<kR, kV, kMergeMaxSplits, kMergeMaxGroups, kBf16Partials>(partials, r, [&](int d, const float(&o)[4], float m, float sum) {
     const float scale = row_extras<kHeads>(args, b, row, m, sum, row_out_scale(m, sum, kv_scale), d == 0);
     store_out_pair<kHeads>(args, b, row, d, o[0], o[1], scale);

@@ -60,7 +60,9 @@ struct XqajitMlaArgs {
   float sm_scale;             // softmax scale, e.g. 1/sqrt(192) for DeepSeek-V3
   // > 0: the balanced plan (hopper seesaw specs, mla/balanced_plan.h): grid
   // (row_blocks, balanced_parts + batch, 1), balanced_parts walkers over the batch's tiles laid
-  // end to end; the workspace's partial slots are [row_blocks][2 * balanced_parts].
+  // end to end; the workspace's partial slots are [row_blocks][2 * balanced_parts]. With
+  // merge_launch: a small batch's shares (m84), grid (row_blocks, balanced_parts, 1), a piece
+  // of a request a CTA, in the same slots.
   int balanced_parts;
   float* partial;             // split-KV workspace after the counters (null when num_splits == 1)
   unsigned* counters;         // one self-resetting counter per (request, row block)

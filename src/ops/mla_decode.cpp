@@ -132,6 +132,40 @@ XqajitTensorMap kv_tensor_map(const MlaDecodeParams& p, const Strides& s, Driver
 // The shortest table (in tiles) a batch of more than one wave is planned for (below).
 constexpr std::int64_t kBalancedMinWaveTiles = 64;
 
+// A small batch's shares (m84, mla/balanced_plan.h) where the split planner cut every request
+// of a seesaw spec into kMinShareSplits seesaw splits or more: Z CTAs a row block, request b
+// cut into pieces of about the batch's tiles / Z, so that a ragged batch no longer waits for
+// its longest request's splits (the split grid's even lengths keep their shape: Z / B pieces a
+// request). A second launch merges, as the split grid's merges at these splits, its block sized
+// by the split planner's count (num_splits stays that: the pieces of an even batch's request).
+constexpr int kMinShareSplits = 3;  // 2 splits merge in a cluster, faster than a launch (B=32 L=4096)
+
+void plan_shares(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMlaGeometry& geo,
+                 const DeviceInfo& device) {
+  const int split_tiles = plan.split_tokens / plan.spec.kv_tile;
+  const std::int64_t table_tiles =
+      (static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size + plan.spec.kv_tile - 1) / plan.spec.kv_tile;
+  if (plan.num_splits < kMinShareSplits || split_tiles <= kXqajitMlaSeesawMinTiles ||
+      p.batch > kXqajitMlaSharesMaxBatch || table_tiles > kXqajitMlaSharesMaxTiles)
+    return;
+  const std::int64_t slots =
+      static_cast<std::int64_t>(std::max(1, device.sm_count)) * resident_ctas_per_sm(device, geo.smem_bytes, geo.threads);
+  // A request's pieces, at most Z - B + 1, stay within what one merge CTA folds.
+  const int parts = static_cast<int>(
+      std::min<std::int64_t>(slots / geo.row_blocks, kMaxSplits + p.batch - 1));
+  if (parts < p.batch) return;
+  plan.balanced_parts = parts;
+  plan.grid[0] = static_cast<unsigned>(geo.row_blocks);
+  plan.grid[1] = static_cast<unsigned>(parts);
+  plan.grid[2] = 1;
+  plan.split_cluster = 1;
+  plan.merge_launch = true;
+  // The balanced plan's workspace (its counters unused: the merge launch folds).
+  plan.merge_groups = static_cast<std::int64_t>(p.batch) * geo.row_blocks;
+  plan.workspace_bytes = split_counter_bytes(plan.merge_groups) + static_cast<std::size_t>(geo.row_blocks * 2 * parts) *
+                                                                      geo.rows_per_cta * (kVDim + 2) * sizeof(float);
+}
+
 // The balanced plan (m77, m78) where the split planner left one split a request to a hopper
 // seesaw spec: a walker an SM (Z = SMs / row blocks), each taking 1 / Z of the batch's tiles
 // where the lengths are uneven (the kernel decides, BalancedPlan::walks), else a CTA a request,
@@ -139,9 +173,13 @@ constexpr std::int64_t kBalancedMinWaveTiles = 64;
 // 1). Split counts set by the caller or the tuning table keep their grid.
 void plan_balanced(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMlaGeometry& geo,
                    const DeviceInfo& device) {
-  if (plan.spec.backend != Backend::hopper || p.num_splits != 0 || plan.num_splits != 1) return;
+  if (plan.spec.backend != Backend::hopper || p.num_splits != 0) return;
   if (!xqajit_mla_hopper_balanced(plan.spec.group, plan.spec.q_len, dtype_bytes(plan.spec.kv), plan.spec.sparse ? 1 : 0))
     return;
+  if (plan.num_splits > 1) {
+    plan_shares(plan, p, geo, device);
+    return;
+  }
   if (p.batch > kXqajitMlaBalancedMaxBatch) return;
   // Every tile index of the batch, and the plan's 64-bit products of them, stay in an int.
   const std::int64_t tiles = (static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size + plan.spec.kv_tile - 1) /
@@ -269,8 +307,8 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
   plan_balanced(plan, p, geo, device);
   if (plan.merge_launch) {
     plan.merge_grid[0] = static_cast<unsigned>(geo.row_stride);  // a CTA's real rows (the rest is padding)
-    plan.merge_grid[1] = plan.grid[1];
-    plan.merge_grid[2] = plan.grid[2];
+    plan.merge_grid[1] = static_cast<unsigned>(geo.row_blocks);  // a (request, row block)'s rows a CTA each
+    plan.merge_grid[2] = static_cast<unsigned>(p.batch);
     plan.merge_threads = static_cast<unsigned>(xqajit_mla_merge_threads(plan.num_splits));
   }
   return plan;

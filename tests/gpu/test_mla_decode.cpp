@@ -67,8 +67,9 @@ ErrorTable& stats() {
 }
 // Split cases, by where their partials merged.
 int merged_by_last_cta = 0, merged_by_launch = 0, merged_in_cluster = 0;
-// Launches of the hopper balanced plan (walkers over the batch's tiles, m77).
-int balanced_launches = 0;
+// Launches of the hopper balanced plan (walkers over the batch's tiles, m77), and of a small
+// batch's shares (m84).
+int balanced_launches = 0, share_launches = 0;
 
 double check_output(MlaProblem& pr, cudaStream_t stream) {
   XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream));
@@ -86,7 +87,7 @@ double run_and_check(MlaProblem& pr, cudaStream_t stream) {
   // (a split cluster falls back to the last CTA where the device cannot hold every cluster)
   if (plan.num_splits > 1)
     ++(plan.merge_launch ? merged_by_launch : plan.split_cluster > 1 ? merged_in_cluster : merged_by_last_cta);
-  if (plan.balanced_parts > 0) ++balanced_launches;
+  if (plan.balanced_parts > 0) ++(plan.merge_launch ? share_launches : balanced_launches);
   pr.d_out.fill(0xff);  // NaN in bf16
   mla_decode(engine(), pr.dev, stream);
   XQAJIT_CUDART_CHECK(cudaGetLastError());
@@ -193,6 +194,31 @@ MlaCase balanced_case(Backend backend, int i) {
   return c;
 }
 
+// Small batches the hopper backend runs as shares (bf16, 128 rows or more, the launcher's 3
+// splits or more of more than 8 tiles: m84): a long request cut into many pieces beside short
+// ones, empty requests, even lengths in a wide table (the launcher's split shape), q_len 2 over
+// 64 heads with the awkward layouts, sharp logits across pieces; the portable backend runs
+// them as usual.
+MlaCase shares_case(Backend backend, int i) {
+  MlaCase c;
+  c.backend = backend;
+  c.heads = 128;
+  const int batch = i == 1 ? 8 : 3 + static_cast<int>(rng()() % (i == 3 ? 14 : 6));
+  c.seq_lens.resize(batch);
+  for (int& len : c.seq_lens) len = static_cast<int>(rng()() % (i == 3 ? 500 : 3000));
+  c.seq_lens[rng()() % batch] = 8000 + static_cast<int>(rng()() % 4000);  // over many pieces
+  if (i != 1) c.seq_lens[rng()() % batch] = 0;
+  if (i == 1) {  // even, in a table of 97 tiles: the launcher's split shape
+    std::fill(c.seq_lens.begin(), c.seq_lens.end(), 2100);
+    c.extra_pages = 64;
+  }
+  if (i == 2) with_awkward_layouts(c);
+  c.explicit_mask = c.q_len > 1;
+  if (i == 3) c.sm_scale *= 16.f;  // sharp logits (m75's lazy max) across pieces
+  c.scale_ptrs = c.scale_ptrs || rng()() % 2 == 0;
+  return c;
+}
+
 void prewarm(const std::vector<MlaCase>& cases) {
   std::vector<KernelSpec> specs;
   for (const MlaCase& c : cases) specs.push_back(mla_decode_spec(c.params(), device().best_arch()));
@@ -269,6 +295,7 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     cases.push_back(seesaw);
     for (int i = 0; i < 4; ++i) cases.push_back(past_one_wave_case(b, i == 0));
     for (int i = 0; i < 8; ++i) cases.push_back(balanced_case(b, i));
+    for (int i = 0; i < 4; ++i) cases.push_back(shares_case(b, i));
     MlaCase empty;  // every request empty, with splits
     empty.backend = b;
     empty.seq_lens = {0, 0, 0};
@@ -360,8 +387,8 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
   stats().print("backend q/kv", "mla");
   std::fprintf(stderr,
                "split cases merged by the last CTA: %d, by a merge launch: %d, in a cluster: %d; balanced "
-               "launches: %d\n",
-               merged_by_last_cta, merged_by_launch, merged_in_cluster, balanced_launches);
+               "launches: %d, shares: %d\n",
+               merged_by_last_cta, merged_by_launch, merged_in_cluster, balanced_launches, share_launches);
   // Every merge ran: the last CTA's on the portable backend (hopper merges two splits in a
   // cluster and more in a merge launch), the cluster's on hopper.
   const std::vector<Backend> ran = backends();
@@ -369,6 +396,7 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
   if (runs(Backend::portable)) CHECK(merged_by_last_cta > 0);
   if (runs(Backend::hopper)) CHECK(merged_in_cluster > 0);
   if (runs(Backend::hopper)) CHECK(balanced_launches > 0);
+  if (runs(Backend::hopper)) CHECK(share_launches > 0);
   CHECK(merged_by_launch > 0);
 }
 
@@ -392,7 +420,8 @@ TEST_CASE("mla split-KV counters reset themselves across launches", "[gpu][mla]"
 // the plan depends only on host-known maxima, so nothing needs re-capturing.
 TEST_CASE("mla_decode inside a captured graph replays with new lengths and scales", "[gpu][mla]") {
   for (Backend b : backends())
-    for (bool past_one_wave : {false, true}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const bool past_one_wave = variant == 1, shares = variant == 2;
       MlaCase c;
       c.backend = b;
       c.input = c.kv = DType::fp8;
@@ -409,6 +438,12 @@ TEST_CASE("mla_decode inside a captured graph replays with new lengths and scale
         c.num_splits = 0;
         c.seq_lens.assign(device().sm_count / 4 + 3, 0);
         for (int& len : c.seq_lens) len = static_cast<int>(rng()() % 700);
+      }
+      if (shares) {  // bf16, H=128, a small batch (hopper: its shares, m84)
+        c.input = c.kv = DType::bf16;
+        c.heads = 128;
+        c.num_splits = 0;
+        c.seq_lens = {9000, 300, 0, 4000, 1200, 64};
       }
       MlaProblem pr(c, rng(), device());
       CudaStream stream;
@@ -435,7 +470,7 @@ TEST_CASE("mla_decode inside a captured graph replays with new lengths and scale
         XQAJIT_CUDART_CHECK(cudaStreamSynchronize(stream.get()));
         XQAJIT_CUDART_CHECK(
             cudaMemcpy(pr.d_out.get(), consumed.get(), pr.d_out.bytes(), cudaMemcpyDeviceToDevice));
-        INFO("graph replay round " << round << " past one wave " << past_one_wave);
+        INFO("graph replay round " << round << " variant " << variant << " (1: past one wave, 2: shares)");
         check_output(pr, stream.get());
       }
     }

@@ -242,9 +242,8 @@ TEST_CASE("mla_decode plans the balanced grid where one split a request would le
   CHECK(mla_decode_plan(short_table, dev).balanced_parts == 66);
   // Past kXqajitMlaBalancedMaxBatch (the plan's ranks in every CTA), the one-split grid.
   CHECK(mla_decode_plan(dense(128, 1, kXqajitMlaBalancedMaxBatch + 1), dev).balanced_parts == 0);
-  // Not planned: the launcher's splits (B=8 splits the sequence), splits the caller set, an fp8
-  // cache (not the seesaw), one row block (H=64), the portable backend.
-  CHECK(mla_decode_plan(dense(128, 1, 8), dev).balanced_parts == 0);
+  // Not planned: splits the caller set, an fp8 cache (not the seesaw), one row block (H=64), the
+  // portable backend.
   MlaDecodeParams set = dense(128, 1, 64);
   set.num_splits = 1;
   CHECK(mla_decode_plan(set, dev).balanced_parts == 0);
@@ -256,4 +255,98 @@ TEST_CASE("mla_decode plans the balanced grid where one split a request would le
   MlaDecodeParams portable = dense(128, 1, 64);
   portable.backend = Backend::portable;
   CHECK(mla_decode_plan(portable, dev).balanced_parts == 0);
+}
+
+namespace {
+
+// share_plan_serial's plan of `tiles` over `parts` CTAs, checked: every request gets
+// share_pieces(t, s) >= 1 pieces in consecutive CTAs, within the parts; its pieces cover its
+// tiles once, none longer than s; and s is the least share that fits. Returns s.
+int check_shares(const std::vector<int>& tiles, int parts) {
+  const int batch = static_cast<int>(tiles.size());
+  std::vector<int> first(tiles.size()), pieces(tiles.size());
+  const int share = mla::share_plan_serial(tiles.data(), batch, parts, first.data(), pieces.data());
+  int total = 0, used = 0;
+  for (int b = 0; b < batch; ++b) {
+    total += tiles[b];
+    CHECK(first[b] == used);
+    CHECK(pieces[b] == mla::share_pieces(tiles[b], share));
+    CHECK(pieces[b] >= 1);
+    int next = 0;
+    for (int i = 0; i < pieces[b]; ++i) {
+      const int t0 = mla::share_first_tile(tiles[b], pieces[b], i), t1 = mla::share_first_tile(tiles[b], pieces[b], i + 1);
+      CHECK(t0 == next);
+      CHECK(t1 - t0 <= share);
+      next = t1;
+    }
+    CHECK(next == tiles[b]);
+    used += pieces[b];
+  }
+  CHECK(used <= parts);
+  const auto fits = [&](int s) {
+    int n = 0;
+    for (int t : tiles) n += mla::share_pieces(t, s);
+    return n <= parts;
+  };
+  CHECK(share >= 1);
+  CHECK((share == std::max(1, (total + parts - 1) / parts) || !fits(share - 1)));
+  return share;
+}
+
+}  // namespace
+
+TEST_CASE("a small batch's shares cover every tile once within the grid, the least share that fits",
+          "[mla][plan]") {
+  CHECK(check_shares(std::vector<int>(8, 128), 66) == 16);  // even: the launcher's 8 splits of 16 tiles
+  CHECK(check_shares(std::vector<int>(20, 128), 66) == 43);  // 3 pieces each (43, 43, 42)
+  CHECK(check_shares({512, 10, 300, 0, 77}, 66) == 15);      // ragged: 35 + 1 + 20 + 1 + 6 = 63 CTAs
+  CHECK(check_shares({0, 0, 0}, 66) == 1);                   // a CTA each writes zeros
+  check_shares({1}, 1);
+  std::mt19937 rng(20261130);
+  for (int round = 0; round < 500; ++round) {
+    const int batch = 1 + static_cast<int>(rng() % kXqajitMlaSharesMaxBatch);
+    const int parts = batch + static_cast<int>(rng() % 140);
+    std::vector<int> tiles(batch);
+    const int spread = static_cast<int>(rng() % 3);
+    for (int& t : tiles) {
+      t = spread == 0 ? 128 : static_cast<int>(rng() % (spread == 1 ? 600 : 5));
+      if (rng() % 8 == 0) t = 0;
+    }
+    INFO("round " << round << ": " << batch << " requests, " << parts << " CTAs, spread " << spread);
+    check_shares(tiles, parts);
+  }
+}
+
+TEST_CASE("mla_decode plans a small batch's shares where the launcher cuts every request into 3 seesaw splits",
+          "[mla][plan]") {
+  const DeviceInfo dev = xqajit::test::h100();  // 132 SMs
+  // H=128 B=8 over 128-tile tables: the launcher's 8 splits of 16 tiles -> 66 CTAs a row block,
+  // merged by a launch of a CTA a row, its block sized for 8 splits.
+  const MlaDecodePlan plan = mla_decode_plan(dense(128, 1, 8), dev);
+  CHECK(plan.balanced_parts == 66);
+  CHECK(plan.merge_launch);
+  CHECK(plan.num_splits == 8);
+  CHECK(plan.grid[0] == 2);
+  CHECK(plan.grid[1] == 66);
+  CHECK(plan.grid[2] == 1);
+  CHECK(plan.merge_grid[0] == 64);
+  CHECK(plan.merge_grid[1] == 2);
+  CHECK(plan.merge_grid[2] == 8);
+  CHECK(plan.merge_threads == xqajit_mla_merge_threads(8));
+  CHECK(plan.workspace_bytes == split_counter_bytes(16) + std::size_t{2} * (2 * 66) * 64 * 514 * 4);
+  CHECK(mla_decode_workspace_size(dense(128, 1, 8), dev) == plan.workspace_bytes);
+  // q_len 2 (four row blocks): 33 CTAs a row block.
+  CHECK(mla_decode_plan(dense(128, 2, 6), dev).balanced_parts == 33);
+  // One long request: a request's pieces stay within the merge's 64 (Z - B + 1).
+  MlaDecodeParams lone = dense(128, 1, 1);
+  lone.max_pages_per_seq = 1024;  // 65536 keys: 64 splits of 16 tiles
+  CHECK(mla_decode_plan(lone, dev).balanced_parts == 64);
+  // Not: splits of 8 tiles or fewer (the per-tile schedule: B=4 L=8192's 16), two splits (a
+  // cluster merges them: B=32), past kXqajitMlaSharesMaxBatch, splits the caller set.
+  CHECK(mla_decode_plan(dense(128, 1, 4), dev).balanced_parts == 0);
+  CHECK(mla_decode_plan(dense(128, 1, 32), dev).balanced_parts == 0);
+  CHECK(mla_decode_plan(dense(128, 1, 32), dev).split_cluster == 2);
+  MlaDecodeParams set = dense(128, 1, 8);
+  set.num_splits = 8;
+  CHECK(mla_decode_plan(set, dev).balanced_parts == 0);
 }

@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
           "/ time; TFLOP/s = 2 B q_len H topk (576 + 512) / time\n",
           topk, invalid_pct);
     const int shape_w = topk || extras.lse || extras.sink ? 50 : 30;  // room for the label's suffixes
-    std::printf("\n%-9s %-*s %6s %9s %8s %7s %8s %7s %5s\n", "backend", shape_w,
+    std::printf("\n%-9s %-*s %9s %9s %8s %7s %8s %7s %5s\n", "backend", shape_w,
                 topk ? "shape (H B L q_len q/kv topk)" : "shape (H B L q_len q/kv)", "splits", "us", "GB/s",
                 "%copy", "TFLOP/s", "nvrtc_s", "regs");
     for (const Shape& s : shapes)
@@ -281,9 +281,12 @@ int main(int argc, char** argv) {
         const double keys_per_row = s.topk ? s.topk : pages.total_keys() / s.B;
         const double gbps = bytes / (us * 1e-6) / 1e9;
         const double tflops = 2.0 * s.B * s.q_len * s.H * keys_per_row * (576 + 512) / (us * 1e-6) / 1e12;
-        // "64+m": 64 splits merged by a second launch (MlaDecodePlan::merge_launch).
-        const std::string splits = fmt::format("{}{}", plan.num_splits, plan.merge_launch ? "+m" : "");
-        std::printf("%-9s %-*s %6s %9.1f %8.0f %6.1f%% %8.1f %7.2f %5d\n", to_string(backend).c_str(),
+        // "64+m": 64 splits merged by a second launch (MlaDecodePlan::merge_launch); "/b66": the
+        // hopper balanced plan over 66 CTAs a row block (with +m: a small batch's shares).
+        const std::string splits =
+            fmt::format("{}{}{}", plan.num_splits, plan.merge_launch ? "+m" : "",
+                        plan.balanced_parts > 0 ? fmt::format("/b{}", plan.balanced_parts) : "");
+        std::printf("%-9s %-*s %9s %9.1f %8.0f %6.1f%% %8.1f %7.2f %5d\n", to_string(backend).c_str(),
                     shape_w, label.c_str(), splits.c_str(), us, gbps, 100.0 * gbps * 1e9 / copy_bw, tflops,
                     cubin.seconds, k.num_regs);
         std::string more = extras.json();  // the row's options, as JSON members

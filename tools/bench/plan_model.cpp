@@ -16,7 +16,9 @@
 // --ragged draws each request's length uniform on [1, L] as `bench_mla --ragged` does
 // (bench/ragged_lengths.hpp), else every request has L keys. Prints, per shape, the plan's
 // mode, its walkers and the requests run whole, and the model's end of the plan's grid, of the
-// one-split grid (a CTA a request, in the requests' order) and of a perfect split (T / Z).
+// one-split grid (a CTA a request, in the requests' order) and of a perfect split (T / Z); for
+// batches of kXqajitMlaSharesMaxBatch or fewer, the end of their shares (m84: a piece a CTA, in
+// one wave, each cut request merged by the merge launch at --merge) and the share s in tiles.
 
 #include <algorithm>
 #include <cstdio>
@@ -29,6 +31,7 @@
 
 #include "bench/ragged_lengths.hpp"
 #include "mla/balanced_plan.h"
+#include "mla/hopper_geometry.h"
 
 namespace {
 
@@ -94,8 +97,8 @@ int main(int argc, char** argv) {
   cost.leave = number(argc, argv, "--leave", cost.leave);
   const int parts = std::max(1, sms / row_blocks);
 
-  std::printf("%-14s %-6s %8s %7s %7s %9s %9s %9s %7s\n", "shape (B L)", "mode", "walkers", "wholes", "ctas",
-              "plan", "one split", "T / Z", "plan/TZ");
+  std::printf("%-14s %-6s %8s %7s %7s %9s %9s %9s %7s %9s %6s\n", "shape (B L)", "mode", "walkers", "wholes", "ctas",
+              "plan", "one split", "T / Z", "plan/TZ", "shares", "s");
   std::stringstream list(shapes);
   std::string item;
   while (std::getline(list, item, '|')) {
@@ -127,9 +130,18 @@ int main(int argc, char** argv) {
     const double ideal = static_cast<double>(plan.total()) / parts;
     const double plan_end = list_schedule(planned, parts);
     const std::string key = std::to_string(batch) + " " + std::to_string(len) + (ragged ? "r" : "");
-    std::printf("%-14s %-6s %8d %7d %7d %9.1f %9.1f %9.1f %7.2f\n", key.c_str(), plan.walks() ? "walk" : "lpt",
+    std::printf("%-14s %-6s %8d %7d %7d %9.1f %9.1f %9.1f %7.2f", key.c_str(), plan.walks() ? "walk" : "lpt",
                 plan.walks() ? plan.walkers() : 0, plan.walks() ? plan.num_wholes : batch, busy, plan_end,
                 list_schedule(one_split, parts), ideal, ideal > 0 ? plan_end / ideal : 0.0);
+    if (batch <= kXqajitMlaSharesMaxBatch && batch <= parts) {
+      std::vector<int> first(batch), pieces(batch);
+      const int share = xqajit::mla::share_plan_serial(tiles.data(), batch, parts, first.data(), pieces.data());
+      double end = 0.0;
+      for (int b = 0; b < batch; ++b)
+        end = std::max(end, cost.fixed + (tiles[b] + pieces[b] - 1) / pieces[b] + (pieces[b] > 1 ? cost.merge : 0.0));
+      std::printf(" %9.1f %6d", end, share);
+    }
+    std::printf("\n");
   }
   return 0;
 }
