@@ -175,7 +175,7 @@ XQAJIT_MLA_BALANCED_FN void balanced_pieces(const BalancedPlan& plan, int x, Bal
   if (last != first) pieces[1] = plan.piece(last, plan.prefix[last], e, x);
 }
 
-// Small batches (m84): where the launcher would cut every request into 3 splits or more, the
+// Small batches (m84): where the launcher would cut every request into splits of the seesaw, the
 // grid is (row blocks, Z) and request b gets k_b = share_pieces(t_b, s) pieces of at most s
 // tiles, s the least share whose pieces fit the Z CTAs (least_share). A piece is a CTA; request
 // b's are CTAs [x_b, x_b + k_b), x_b = k_0 + ... + k_(b-1), piece i its tiles

@@ -133,19 +133,21 @@ XqajitTensorMap kv_tensor_map(const MlaDecodeParams& p, const Strides& s, Driver
 constexpr std::int64_t kBalancedMinWaveTiles = 64;
 
 // A small batch's shares (m84, mla/balanced_plan.h) where the split planner cut every request
-// of a seesaw spec into kMinShareSplits seesaw splits or more: Z CTAs a row block, request b
-// cut into pieces of about the batch's tiles / Z, so that a ragged batch no longer waits for
-// its longest request's splits (the split grid's even lengths keep their shape: Z / B pieces a
-// request). A second launch merges, as the split grid's merges at these splits, its block sized
-// by the split planner's count (num_splits stays that: the pieces of an even batch's request).
-constexpr int kMinShareSplits = 3;  // 2 splits merge in a cluster, faster than a launch (B=32 L=4096)
+// of a seesaw spec into seesaw splits (more than kXqajitMlaSeesawMinTiles tiles): Z CTAs a row
+// block, request b cut into pieces of about the batch's tiles / Z, so that a ragged batch no
+// longer waits for its longest request's splits (the split grid's even lengths keep their
+// shape: Z / B pieces a request). A second launch merges, its block sized by the split planner's
+// count (num_splits stays that: the pieces of an even batch's request). Where that count is 2,
+// the split grid merged in a cluster, 1-6 % faster on even lengths (H=128 B=32 L=4096 80.0
+// against 84.5 us), but ragged batches take 25-54 % less (B=24 L<=16384 212 -> 98; session 43
+// run 4).
 
 void plan_shares(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMlaGeometry& geo,
                  const DeviceInfo& device) {
   const int split_tiles = plan.split_tokens / plan.spec.kv_tile;
   const std::int64_t table_tiles =
       (static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size + plan.spec.kv_tile - 1) / plan.spec.kv_tile;
-  if (plan.num_splits < kMinShareSplits || split_tiles <= kXqajitMlaSeesawMinTiles ||
+  if (split_tiles <= kXqajitMlaSeesawMinTiles ||
       p.batch > kXqajitMlaSharesMaxBatch || table_tiles > kXqajitMlaSharesMaxTiles)
     return;
   const std::int64_t slots =

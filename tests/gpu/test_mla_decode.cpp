@@ -194,8 +194,8 @@ MlaCase balanced_case(Backend backend, int i) {
   return c;
 }
 
-// Small batches the hopper backend runs as shares (bf16, 128 rows or more, the launcher's 3
-// splits or more of more than 8 tiles: m84): a long request cut into many pieces beside short
+// Small batches the hopper backend runs as shares (bf16, 128 rows or more, the launcher's
+// splits of more than 8 tiles, up to 32 requests: m84): a long request cut into many pieces beside short
 // ones, empty requests, even lengths in a wide table (the launcher's split shape), q_len 2 over
 // 64 heads with the awkward layouts, sharp logits across pieces; the portable backend runs
 // them as usual.
@@ -203,7 +203,8 @@ MlaCase shares_case(Backend backend, int i) {
   MlaCase c;
   c.backend = backend;
   c.heads = 128;
-  const int batch = i == 1 ? 8 : 3 + static_cast<int>(rng()() % (i == 3 ? 14 : 6));
+  // (i == 3: up to 32 requests, where the split grid had 2 splits a request)
+  const int batch = i == 1 ? 8 : 3 + static_cast<int>(rng()() % (i == 3 ? 30 : 6));
   c.seq_lens.resize(batch);
   for (int& len : c.seq_lens) len = static_cast<int>(rng()() % (i == 3 ? 500 : 3000));
   c.seq_lens[rng()() % batch] = 8000 + static_cast<int>(rng()() % 4000);  // over many pieces

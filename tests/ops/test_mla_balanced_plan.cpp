@@ -317,7 +317,7 @@ TEST_CASE("a small batch's shares cover every tile once within the grid, the lea
   }
 }
 
-TEST_CASE("mla_decode plans a small batch's shares where the launcher cuts every request into 3 seesaw splits",
+TEST_CASE("mla_decode plans a small batch's shares where the launcher cuts every request into seesaw splits",
           "[mla][plan]") {
   const DeviceInfo dev = xqajit::test::h100();  // 132 SMs
   // H=128 B=8 over 128-tile tables: the launcher's 8 splits of 16 tiles -> 66 CTAs a row block,
@@ -341,11 +341,19 @@ TEST_CASE("mla_decode plans a small batch's shares where the launcher cuts every
   MlaDecodeParams lone = dense(128, 1, 1);
   lone.max_pages_per_seq = 1024;  // 65536 keys: 64 splits of 16 tiles
   CHECK(mla_decode_plan(lone, dev).balanced_parts == 64);
-  // Not: splits of 8 tiles or fewer (the per-tile schedule: B=4 L=8192's 16), two splits (a
-  // cluster merges them: B=32), past kXqajitMlaSharesMaxBatch, splits the caller set.
+  // Two splits too (B=32, which the split grid merged in a cluster): 2 pieces a request where
+  // the lengths are even.
+  const MlaDecodePlan b32 = mla_decode_plan(dense(128, 1, 32), dev);
+  CHECK(b32.balanced_parts == 66);
+  CHECK(b32.num_splits == 2);
+  CHECK(b32.split_cluster == 1);
+  CHECK(b32.merge_launch);
+  // Not: splits of 8 tiles or fewer (the per-tile schedule: B=4 L=8192's 16), past
+  // kXqajitMlaSharesMaxBatch, splits the caller set.
   CHECK(mla_decode_plan(dense(128, 1, 4), dev).balanced_parts == 0);
-  CHECK(mla_decode_plan(dense(128, 1, 32), dev).balanced_parts == 0);
-  CHECK(mla_decode_plan(dense(128, 1, 32), dev).split_cluster == 2);
+  const MlaDecodePlan b33 = mla_decode_plan(dense(128, 1, 33), dev);  // a lane a request: 32 at most
+  CHECK(b33.balanced_parts == 0);
+  CHECK(b33.split_cluster == 2);
   MlaDecodeParams set = dense(128, 1, 8);
   set.num_splits = 8;
   CHECK(mla_decode_plan(set, dev).balanced_parts == 0);

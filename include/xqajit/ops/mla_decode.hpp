@@ -126,9 +126,10 @@ struct MlaDecodePlan : LaunchPlan {
   /// share the long requests' tiles, laid end to end, equally, a request cut between walkers
   /// merging in its last piece's CTA, and the short ones run a CTA each; else CTA y runs the
   /// y-th longest request (kernel_templates/mla/balanced_plan.h). With merge_launch, a small
-  /// batch's shares (m84: where the split planner cut every request into 3 seesaw splits or
-  /// more): grid (row blocks, balanced_parts, 1), request b cut into pieces of about the
-  /// batch's tiles / balanced_parts, a CTA each, num_splits the most a request gets.
+  /// batch's shares (m84: where the split planner cut every request into seesaw splits, up to
+  /// kXqajitMlaSharesMaxBatch requests): grid (row blocks, balanced_parts, 1), request b cut
+  /// into pieces of about the batch's tiles / balanced_parts, a CTA each; num_splits stays the
+  /// split planner's count (the merge launch's block size).
   int balanced_parts = 0;
 };
 MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& device);
