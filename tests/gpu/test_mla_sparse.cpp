@@ -341,7 +341,7 @@ TEST_CASE("sparse mla_decode matches the float64 reference on a randomized grid"
 TEST_CASE("dense mla_decode writes LSE and applies sinks", "[gpu][mla][lse]") {
   auto backends = backends_for(Kind::mla, device().best_arch());
   for (Backend b : backends)
-    for (int i = 0; i < 14; ++i) {
+    for (int i = 0; i < 15; ++i) {
       MlaCase c;
       c.backend = b;
       if (device_has_fp8() && i % 2) c.kv = DType::fp8, c.kv_scale = 0.3f;
@@ -357,6 +357,13 @@ TEST_CASE("dense mla_decode writes LSE and applies sinks", "[gpu][mla][lse]") {
         c.seq_lens.assign(device().sm_count / 4 + 1 + rng()() % 20, 0);
         for (int& len : c.seq_lens) len = static_cast<int>(rng()() % 300);
         c.seq_lens[1] = 3000 + static_cast<int>(rng()() % 2000);
+        c.num_splits = 0;
+      }
+      if (i == 14) {  // bf16, H=128, a small batch with a long request: hopper's shares (m84)
+        c.kv = DType::bf16, c.kv_scale = 1.f;
+        c.heads = 128;
+        c.q_len = 1;
+        c.seq_lens = {9000 + static_cast<int>(rng()() % 3000), 0, 1, 2900, static_cast<int>(rng()() % 3000), 700};
         c.num_splits = 0;
       }
       MlaProblem pr(c, rng(), device());
