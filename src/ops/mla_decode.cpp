@@ -141,7 +141,6 @@ constexpr std::int64_t kBalancedMinWaveTiles = 64;
 // the split grid merged in a cluster, 1-6 % faster on even lengths (H=128 B=32 L=4096 80.0
 // against 84.5 us), but ragged batches take 25-54 % less (B=24 L<=16384 212 -> 98; session 43
 // run 4).
-
 void plan_shares(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMlaGeometry& geo,
                  const DeviceInfo& device) {
   const int split_tiles = plan.split_tokens / plan.spec.kv_tile;
