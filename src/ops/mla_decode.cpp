@@ -178,8 +178,18 @@ void plan_balanced(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMl
   if (!xqajit_mla_hopper_balanced(plan.spec.group, plan.spec.q_len, dtype_bytes(plan.spec.kv), plan.spec.sparse ? 1 : 0))
     return;
   if (plan.num_splits > 1) {
-    plan_shares(plan, p, geo, device);
-    return;
+    if (p.batch <= kXqajitMlaSharesMaxBatch) {
+      plan_shares(plan, p, geo, device);
+      return;
+    }
+    // Past the shares' warp, two splits (B=33 at 128 rows: 66 CTAs a row block) walk as B=34
+    // does: the 2-split cluster waited for the longest request on ragged lengths (117.5 us
+    // against FlashMLA's 63.1; session 43 run 7).
+    if (plan.num_splits != 2) return;
+    plan.num_splits = 1;
+    plan.split_tokens = static_cast<int>(std::min<std::int64_t>(
+        static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size, std::numeric_limits<int>::max()));
+    plan.split_cluster = 1;
   }
   if (p.batch > kXqajitMlaBalancedMaxBatch) return;
   // Every tile index of the batch, and the plan's 64-bit products of them, stay in an int.

@@ -351,9 +351,16 @@ TEST_CASE("mla_decode plans a small batch's shares where the launcher cuts every
   // Not: splits of 8 tiles or fewer (the per-tile schedule: B=4 L=8192's 16), past
   // kXqajitMlaSharesMaxBatch, splits the caller set.
   CHECK(mla_decode_plan(dense(128, 1, 4), dev).balanced_parts == 0);
-  const MlaDecodePlan b33 = mla_decode_plan(dense(128, 1, 33), dev);  // a lane a request: 32 at most
-  CHECK(b33.balanced_parts == 0);
-  CHECK(b33.split_cluster == 2);
+  // Past the shares' warp (32 requests), two splits walk as one split does (B=33).
+  const MlaDecodePlan b33 = mla_decode_plan(dense(128, 1, 33), dev);
+  const MlaDecodePlan b34 = mla_decode_plan(dense(128, 1, 34), dev);
+  CHECK(b33.balanced_parts == 66);
+  CHECK_FALSE(b33.merge_launch);
+  CHECK(b33.num_splits == 1);
+  CHECK(b33.split_cluster == 1);
+  CHECK(b33.grid[1] == 66 + 33);
+  CHECK(b33.workspace_bytes == split_counter_bytes(66) + std::size_t{2} * (2 * 66) * 64 * 514 * 4);
+  CHECK(b34.split_tokens == b33.split_tokens);
   MlaDecodeParams set = dense(128, 1, 8);
   set.num_splits = 8;
   CHECK(mla_decode_plan(set, dev).balanced_parts == 0);
