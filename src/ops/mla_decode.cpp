@@ -132,6 +132,23 @@ XqajitTensorMap kv_tensor_map(const MlaDecodeParams& p, const Strides& s, Driver
 // The shortest table (in tiles) a batch of more than one wave is planned for (below).
 constexpr std::int64_t kBalancedMinWaveTiles = 64;
 
+// The balanced grid (m77), its two forms alike: (row blocks, ctas_per_block, 1) over Z = parts
+// CTAs a row block, a walker's or a piece's row blocks side by side (they share its tiles in L2),
+// and its workspace: a (request, row block)'s counter, as the split grid's, then row blocks x 2 Z
+// slots of partial rows (balanced_plan.h: a cut piece's slot; the shares use the first Z, and
+// slot Z's stats for their table).
+void use_balanced_grid(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMlaGeometry& geo, int parts,
+                       int ctas_per_block) {
+  plan.balanced_parts = parts;
+  plan.grid[0] = static_cast<unsigned>(geo.row_blocks);
+  plan.grid[1] = static_cast<unsigned>(ctas_per_block);
+  plan.grid[2] = 1;
+  plan.split_cluster = 1;
+  plan.merge_groups = static_cast<std::int64_t>(p.batch) * geo.row_blocks;
+  plan.workspace_bytes = split_counter_bytes(plan.merge_groups) + static_cast<std::size_t>(geo.row_blocks * 2 * parts) *
+                                                                      geo.rows_per_cta * (kVDim + 2) * sizeof(float);
+}
+
 // A small batch's shares (m84, mla/balanced_plan.h) where the split planner cut every request
 // of a seesaw spec into seesaw splits (more than kXqajitMlaSeesawMinTiles tiles): Z CTAs a row
 // block, request b cut into pieces of about the batch's tiles / Z, so that a ragged batch no
@@ -140,31 +157,16 @@ constexpr std::int64_t kBalancedMinWaveTiles = 64;
 // count (num_splits stays that: the pieces of an even batch's request). Where that count is 2,
 // the split grid merged in a cluster, 1-6 % faster on even lengths (H=128 B=32 L=4096 80.0
 // against 84.5 us), but ragged batches take 25-54 % less (B=24 L<=16384 212 -> 98; session 43
-// run 4).
-void plan_shares(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMlaGeometry& geo,
-                 const DeviceInfo& device) {
+// run 4). `tiles`: the table's; `slots`: the CTAs resident at once.
+void plan_shares(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMlaGeometry& geo, std::int64_t tiles,
+                 std::int64_t slots) {
   const int split_tiles = plan.split_tokens / plan.spec.kv_tile;
-  const std::int64_t table_tiles =
-      (static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size + plan.spec.kv_tile - 1) / plan.spec.kv_tile;
-  if (split_tiles <= kXqajitMlaSeesawMinTiles ||
-      p.batch > kXqajitMlaSharesMaxBatch || table_tiles > kXqajitMlaSharesMaxTiles)
-    return;
-  const std::int64_t slots =
-      static_cast<std::int64_t>(std::max(1, device.sm_count)) * resident_ctas_per_sm(device, geo.smem_bytes, geo.threads);
+  if (split_tiles <= kXqajitMlaSeesawMinTiles || tiles > kXqajitMlaSharesMaxTiles) return;
   // A request's pieces, at most Z - B + 1, stay within what one merge CTA folds.
-  const int parts = static_cast<int>(
-      std::min<std::int64_t>(slots / geo.row_blocks, kMaxSplits + p.batch - 1));
+  const int parts = static_cast<int>(std::min<std::int64_t>(slots / geo.row_blocks, kMaxSplits + p.batch - 1));
   if (parts < p.batch) return;
-  plan.balanced_parts = parts;
-  plan.grid[0] = static_cast<unsigned>(geo.row_blocks);
-  plan.grid[1] = static_cast<unsigned>(parts);
-  plan.grid[2] = 1;
-  plan.split_cluster = 1;
-  plan.merge_launch = true;
-  // The balanced plan's workspace (its counters unused: the merge launch folds).
-  plan.merge_groups = static_cast<std::int64_t>(p.batch) * geo.row_blocks;
-  plan.workspace_bytes = split_counter_bytes(plan.merge_groups) + static_cast<std::size_t>(geo.row_blocks * 2 * parts) *
-                                                                      geo.rows_per_cta * (kVDim + 2) * sizeof(float);
+  use_balanced_grid(plan, p, geo, parts, parts);
+  plan.merge_launch = true;  // the counters stay unused: the merge launch folds
 }
 
 // The balanced plan (m77, m78) where the split planner left one split a request to a hopper
@@ -177,9 +179,13 @@ void plan_balanced(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMl
   if (plan.spec.backend != Backend::hopper || p.num_splits != 0) return;
   if (!xqajit_mla_hopper_balanced(plan.spec.group, plan.spec.q_len, dtype_bytes(plan.spec.kv), plan.spec.sparse ? 1 : 0))
     return;
+  const std::int64_t tiles = (static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size + plan.spec.kv_tile - 1) /
+                             plan.spec.kv_tile;
+  const std::int64_t slots =
+      static_cast<std::int64_t>(std::max(1, device.sm_count)) * resident_ctas_per_sm(device, geo.smem_bytes, geo.threads);
   if (plan.num_splits > 1) {
     if (p.batch <= kXqajitMlaSharesMaxBatch) {
-      plan_shares(plan, p, geo, device);
+      plan_shares(plan, p, geo, tiles, slots);
       return;
     }
     // Past the shares' warp, two splits (B=33 at 128 rows: 66 CTAs a row block) walk as B=34
@@ -193,27 +199,14 @@ void plan_balanced(MlaDecodePlan& plan, const MlaDecodeParams& p, const XqajitMl
   }
   if (p.batch > kXqajitMlaBalancedMaxBatch) return;
   // Every tile index of the batch, and the plan's 64-bit products of them, stay in an int.
-  const std::int64_t tiles = (static_cast<std::int64_t>(p.max_pages_per_seq) * p.page_size + plan.spec.kv_tile - 1) /
-                             plan.spec.kv_tile;
   if (tiles * p.batch >= std::numeric_limits<int>::max()) return;
-  const std::int64_t slots =
-      static_cast<std::int64_t>(std::max(1, device.sm_count)) * resident_ctas_per_sm(device, geo.smem_bytes, geo.threads);
-  const std::int64_t units = static_cast<std::int64_t>(p.batch) * geo.row_blocks;
   // Past one wave, only where a request may be long: the plan costs every CTA a load and a few
   // barriers before its Q, which many short CTAs do not earn back (B=200 L=2048, 32 tiles a
   // request: 269.8 us against one split's 251.2; at 64 tiles, B=128 and B=256 L=4096, level;
   // session 42 runs 1 and 8).
-  if (units > slots && tiles < kBalancedMinWaveTiles) return;
+  if (static_cast<std::int64_t>(p.batch) * geo.row_blocks > slots && tiles < kBalancedMinWaveTiles) return;
   const int parts = static_cast<int>(std::max<std::int64_t>(1, slots / geo.row_blocks));
-  plan.balanced_parts = parts;
-  plan.grid[0] = static_cast<unsigned>(geo.row_blocks);  // a walker's row blocks side by side (they share its tiles in L2)
-  plan.grid[1] = static_cast<unsigned>(parts + p.batch);
-  plan.grid[2] = 1;
-  plan.split_cluster = 1;
-  const std::int64_t slots_per_block = 2 * static_cast<std::int64_t>(parts);  // a cut piece's (balanced_plan.h)
-  plan.merge_groups = units;  // a (request, row block)'s counter, as the split grid's
-  plan.workspace_bytes = split_counter_bytes(units) + static_cast<std::size_t>(geo.row_blocks * slots_per_block) *
-                                                           geo.rows_per_cta * (kVDim + 2) * sizeof(float);
+  use_balanced_grid(plan, p, geo, parts, parts + p.batch);
 }
 
 }  // namespace
