@@ -70,6 +70,21 @@ struct SplitPartials {
   }
 };
 
+// Thread 0's verdict (`is_last()`, which counts or reads the group's arrivals) shared with the
+// whole CTA between two barriers; the last resets the counter for the next launch or graph replay
+// (every other CTA of the group has arrived, or will not).
+template <class IsLast>
+__device__ __forceinline__ bool split_last_verdict(unsigned* counter, int* s_flag, IsLast&& is_last) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const bool last = is_last();
+    *s_flag = last;
+    if (last) *reinterpret_cast<volatile unsigned*>(counter) = 0u;
+  }
+  __syncthreads();
+  return *s_flag != 0;
+}
+
 // Called by every thread after its partial rows are stored. Returns (uniformly
 // across the CTA) whether this CTA arrived last and must merge; the last one
 // resets the counter for the next launch or graph replay. One acq_rel atomic by
@@ -77,16 +92,11 @@ struct SplitPartials {
 // cumulative) before the count, and every other CTA's partials before the merge's
 // reads (after it through the second barrier): no fence per thread.
 __device__ __forceinline__ bool split_arrive_last(unsigned* counter, unsigned num_splits, int* s_flag) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
+  return split_last_verdict(counter, s_flag, [&] {
     unsigned prev;
     asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(counter) : "memory");
-    const bool last = prev == num_splits - 1u;
-    *s_flag = last;
-    if (last) *reinterpret_cast<volatile unsigned*>(counter) = 0u;  // every other CTA has arrived
-  }
-  __syncthreads();
-  return *s_flag != 0;
+    return prev == num_splits - 1u;
+  });
 }
 
 // Whether every other split of the group has already arrived (split_arrive_last's count, read
@@ -94,16 +104,11 @@ __device__ __forceinline__ bool split_arrive_last(unsigned* counter, unsigned nu
 // reset here. A split that finds so can keep its rows instead of storing them for a merge (the
 // MLA balanced plan's last piece, m77c); one that does not stores them and arrives.
 __device__ __forceinline__ bool split_others_arrived(unsigned* counter, unsigned num_splits, int* s_flag) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
+  return split_last_verdict(counter, s_flag, [&] {
     unsigned arrived;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(arrived) : "l"(counter) : "memory");
-    const bool last = arrived == num_splits - 1u;
-    *s_flag = last;
-    if (last) *reinterpret_cast<volatile unsigned*>(counter) = 0u;  // nobody else arrives: reset it
-  }
-  __syncthreads();
-  return *s_flag != 0;
+    return arrived == num_splits - 1u;
+  });
 }
 
 // The last CTA's merge of `valid_rows` rows over every split. `smem` (at least
