@@ -15,16 +15,21 @@
 namespace xqajit {
 namespace mla_hopper {
 
+// The sum of `v` over lanes 0..lane of the warp.
+__device__ __forceinline__ int warp_inclusive_scan(int v, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += u;
+  }
+  return v;
+}
+
 // An exclusive scan of one int a thread over the block (kThreads threads), and the total;
 // `warp_sums` holds kThreads / 32 ints. Ends with the barrier that frees `warp_sums`.
 __device__ __forceinline__ int block_exclusive_scan(int v, int* warp_sums, int tid, int& total) {
   const int lane = tid & 31, warp = tid >> 5;
-  int incl = v;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int u = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += u;
-  }
+  const int incl = warp_inclusive_scan(v, lane);
   if (lane == 31) warp_sums[warp] = incl;
   __syncthreads();
   int run = incl - v;
@@ -120,13 +125,7 @@ __device__ __forceinline__ ShareLane share_lane(const XqajitMlaArgs& args, int l
       mla::least_share(__reduce_add_sync(~0u, t), __reduce_max_sync(~0u, t), args.batch, args.balanced_parts,
                        [&](int s) { return __reduce_add_sync(~0u, mine ? mla::share_pieces(t, s) : 0); });
   const int k = mine ? mla::share_pieces(t, share) : 0;
-  int incl = k;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int u = __shfl_up_sync(~0u, incl, o);
-    if (lane >= o) incl += u;
-  }
-  return ShareLane{t, incl - k, k};
+  return ShareLane{t, warp_inclusive_scan(k, lane) - k, k};
 }
 
 // The piece of CTA x (b = -1: none; the grid has Z CTAs a row block, the pieces may be fewer).
