@@ -39,10 +39,9 @@ __device__ __forceinline__ void st_shared_u32(u32 addr, u32 v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v));
 }
 
-__device__ __forceinline__ float load_cg1(const float* p) {
-  float v;
-  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-  return v;
+// Two adjacent floats (8-byte aligned) through L2 only: a split's (max, sum).
+__device__ __forceinline__ void load_cg_f32x2(const float* p, float& x, float& y) {
+  asm volatile("ld.global.cg.v2.f32 {%0,%1}, [%2];" : "=f"(x), "=f"(y) : "l"(p));
 }
 
 }  // namespace xqajit
