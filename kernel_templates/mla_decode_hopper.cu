@@ -11,7 +11,9 @@
 // block by TMA as their readers finish. Where the host plans the balanced grid
 // (args.balanced_parts, mla/balanced_plan.h, m77d), a CTA is a walker over a
 // share of the batch's tiles, as one or two pieces of requests
-// (mla/hopper_balanced.cuh), or a request run whole.
+// (mla/hopper_balanced.cuh), or a request run whole; where it plans a small
+// batch's shares (m84, with a merge launch), a CTA is one piece of a request,
+// which runs as a split does.
 //
 // Per tile (every other spec; mla/hopper_math.cuh): both warpgroups on each
 // tile, each S = Q K^T over half its keys (m64n32k16), the row max and P halves
@@ -72,6 +74,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     xqajit_mla_decode(const XqajitMlaArgs args, const __grid_constant__ XqajitTensorMap kv_map) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ int s_is_last;
+  __shared__ mla::BalancedPiece s_share;  // a small batch's shares: this CTA's piece
   // bf16 (TMA): [buffer][column block] landed, a phase per use of the buffer. Producer:
   // full[2] (the buffer is filled), then empty[2] (its readers are done with it).
   // QGMMA: [buffer][128-byte column block] of its four buffers.
@@ -81,7 +84,8 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   // 128-byte swizzle atoms must sit on 1024-byte boundaries (descriptor base offset 0).
   unsigned char* const smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
 
-  const int split = blockIdx.x, rb = blockIdx.y, b = blockIdx.z;
+  const int split = blockIdx.x;
+  int rb = blockIdx.y, b = blockIdx.z;  // a share's (below) where the grid is the shares'
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // warpgroup, and this warp's 16-row slice of the 64 rows
   const int wg = warp_uniform(warp >> 2), rt = warp_uniform(warp & 3);
@@ -109,15 +113,25 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   pdl_wait();
   pdl_launch_dependents();
 
+  // A small batch's shares (m84; grid (row blocks, Z)): this CTA's piece of a request, which runs
+  // as a split does (b = -1: a split of the split grid).
+  mla::BalancedPiece share{-1, 0, 0, 1, 0, 0};
   if constexpr (kSeesaw) {
-    if (args.balanced_parts > 0) {  // the balanced plan (m77): pieces of requests, not splits
-      balanced_cta(args, &kv_map, smem, full_addr, &s_is_last, tid);
-      return;
+    if (args.balanced_parts > 0) {
+      if (!args.merge_launch) {  // the balanced plan (m77): walkers over pieces of requests
+        balanced_cta(args, &kv_map, smem, full_addr, &s_is_last, tid);
+        return;
+      }
+      share = share_cta_piece(args, &s_share, tid);
+      if (share.b < 0) return;
+      rb = blockIdx.x;
+      b = share.b;
     }
   }
   // Sparse: the CTA's rows are one query token's (mla/hopper_geometry.h), its "sequence"
   // that token's index list.
-  const mla::SplitKeys keys = mla::split_keys<kTile>(args, b, rb * kRowStride / kHeads, split);
+  const mla::SplitKeys keys =
+      share.b >= 0 ? piece_keys(args, share) : mla::split_keys<kTile>(args, b, rb * kRowStride / kHeads, split);
   const mla::Scales scales = mla::scales(args);
   const float kv_scale = scales.kv, logit_scale_log2 = scales.logit_scale_log2;
 
@@ -313,7 +327,10 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     else add_other_sums(st, reinterpret_cast<float*>(xchg.p), wg, tid & 127);  // the P buffer is free after the last tile
   }
 
-  finish_rows(args, st, smem, &s_is_last, split, rb, b, rt, wg, kv_scale, lane);
+  if (kSeesaw && args.balanced_parts > 0)
+    finish_piece(args, st, smem, &s_is_last, reread_piece(&s_share), blockIdx.x, rt, wg, kv_scale, lane);
+  else
+    finish_rows(args, st, smem, &s_is_last, split, blockIdx.y, blockIdx.z, rt, wg, kv_scale, lane);
 }
 
 // The split merge as a second launch, where the host plans one (args.merge_launch;

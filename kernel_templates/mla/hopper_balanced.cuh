@@ -152,6 +152,46 @@ __device__ __forceinline__ int* share_table(const XqajitMlaArgs& args, int rb, i
 }
 static_assert(kXqajitMlaSharesMaxBatch <= kR, "the table of (x_b, k_b) fits a slot's stats (2 kR floats)");
 
+// A piece's keys, as split_keys gives a split's.
+__device__ __forceinline__ mla::SplitKeys piece_keys(const XqajitMlaArgs& args, const mla::BalancedPiece& pc) {
+  mla::SplitKeys k;
+  k.list = mla::SparseList{};
+  k.max_len = args.max_pages_per_seq * kPageSize;
+  const int seq_len = clamped_seq_len(args.seq_lens, pc.b, k.max_len);
+  k.draft_begin = seq_len - kQLen;
+  k.begin = pc.first_tile * kTile;
+  k.end = k.begin + pc.num_tiles * kTile < seq_len ? k.begin + pc.num_tiles * kTile : seq_len;
+  k.num_tiles = pc.num_tiles;
+  return k;
+}
+
+// This CTA's piece of a small batch's shares (grid (row blocks, Z); b = -1: none), by warp 0,
+// whose lane 0 also writes the request's table entry where this is its first piece; every thread
+// gets the piece through `s_piece` (ends with a barrier).
+__device__ __forceinline__ mla::BalancedPiece share_cta_piece(const XqajitMlaArgs& args, mla::BalancedPiece* s_piece,
+                                                              int tid) {
+  if (tid < 32) {
+    const mla::BalancedPiece pc = share_piece(args, blockIdx.y, tid);
+    if (tid == 0) {
+      *s_piece = pc;
+      if (pc.b >= 0 && pc.index == 0) {
+        int* const entry = share_table(args, blockIdx.x, gridDim.x) + 2 * pc.b;
+        entry[0] = pc.first_slot;
+        entry[1] = pc.splits;
+      }
+    }
+  }
+  __syncthreads();
+  return *s_piece;
+}
+
+// A share's piece again after its tiles, from shared memory rather than kept live across them
+// (255 registers there: ptxas spilled the request and row block inside the seesaw's loops).
+__device__ __forceinline__ mla::BalancedPiece reread_piece(const mla::BalancedPiece* s_piece) {
+  const volatile mla::BalancedPiece& p = *s_piece;
+  return mla::BalancedPiece{p.b, p.first_tile, p.num_tiles, p.splits, p.index, p.first_slot};
+}
+
 // Request b's pieces in row block rb's slots, for the merge launch (grid (rows, row blocks,
 // batch)); fewer than two: the piece stored the final rows.
 __device__ __forceinline__ SplitPartials<kR, kV> share_group(const XqajitMlaArgs& args, int rb, int b) {
@@ -192,21 +232,7 @@ __device__ __forceinline__ void balanced_cta(const XqajitMlaArgs& args, const Xq
   __shared__ mla::BalancedPiece s_pieces[2];
   const int lane = tid & 31, warp = tid >> 5;
   const int wg = warp_uniform(warp >> 2), rt = warp_uniform(warp & 3);
-  if (args.merge_launch) {  // a small batch's shares (m84): a piece a CTA
-    if (warp == 0) {
-      const mla::BalancedPiece pc = share_piece(args, blockIdx.y, lane);
-      if (lane == 0) {
-        s_pieces[0] = pc;
-        s_pieces[1].b = -1;
-        if (pc.b >= 0 && pc.index == 0) {  // the merge launch's table (share_table)
-          int* const entry = share_table(args, rb, gridDim.x) + 2 * pc.b;
-          entry[0] = pc.first_slot;
-          entry[1] = pc.splits;
-        }
-      }
-    }
-    __syncthreads();
-  } else {
+  {
     // The plan borrows the tile buffers, free until the first piece's copies.
     const mla::BalancedPlan plan = balanced_plan(args, reinterpret_cast<int*>(smem + kRawOff), s_warp_sums, tid);
     if (tid == 0) mla::balanced_pieces(plan, blockIdx.y, s_pieces);
@@ -221,13 +247,11 @@ __device__ __forceinline__ void balanced_cta(const XqajitMlaArgs& args, const Xq
       if (tid == 0) rearm_tile_barriers(full_addr);
     }
     const mla::Scales scales = mla::scales(args);
-    const int max_len = args.max_pages_per_seq * kPageSize;
     const u32 raw_addr = smem_addr(smem + kRawOff);
     const u64 policy = l2_evict_first_policy();
-    const int seq_len = clamped_seq_len(args.seq_lens, pc.b, max_len);
-    const int begin = pc.first_tile * kTile;
-    const int end = begin + pc.num_tiles * kTile < seq_len ? begin + pc.num_tiles * kTile : seq_len;
-    const TmaTileLoader tma{kv_map, args.block_table + (long long)pc.b * args.block_table_stride, begin, end, policy};
+    const mla::SplitKeys keys = piece_keys(args, pc);
+    const TmaTileLoader tma{kv_map, args.block_table + (long long)pc.b * args.block_table_stride, keys.begin, keys.end,
+                            policy};
     if (tid == 0 && pc.num_tiles > 0) seesaw_first_tiles(tma, raw_addr, full_addr);
     stage_q(args, smem + kQOff, pc.b, rb, tid);
     fence_proxy_async();  // Q's copies (generic proxy) -> visible to wgmma
@@ -237,16 +261,13 @@ __device__ __forceinline__ void balanced_cta(const XqajitMlaArgs& args, const Xq
     if (pc.num_tiles > 0) {
       const SeesawSmem sm = seesaw_smem(smem, full_addr, tid);
       __syncthreads();
-      seesaw_split(st, sm, tma, SeesawSplit{pc.num_tiles, begin, end, seq_len - kQLen, scales.logit_scale_log2}, wg,
+      seesaw_split(st, sm, tma, SeesawSplit{pc.num_tiles, keys.begin, keys.end, keys.draft_begin, scales.logit_scale_log2}, wg,
                    rt, lane);
       __syncthreads();  // every wgmma and copy is done: the buffers are free
       seesaw_rows(st, sm, wg, rt, lane);
     }
-    // Re-read after the seesaw rather than kept live across it (255 registers there).
-    const volatile mla::BalancedPiece& done = s_pieces[i];
-    const mla::BalancedPiece fin{done.b, done.first_tile, done.num_tiles, done.splits, done.index, done.first_slot};
     const int t2 = threadIdx.x;
-    finish_piece(args, st, smem, s_is_last, fin, blockIdx.x, warp_uniform((t2 >> 5) & 3), warp_uniform(t2 >> 7),
+    finish_piece(args, st, smem, s_is_last, reread_piece(&s_pieces[i]), blockIdx.x, warp_uniform((t2 >> 5) & 3), warp_uniform(t2 >> 7),
                  mla::scales(args).kv, t2 & 31);
   }
 }
