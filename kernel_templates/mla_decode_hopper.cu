@@ -130,8 +130,11 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
   }
   // Sparse: the CTA's rows are one query token's (mla/hopper_geometry.h), its "sequence"
   // that token's index list.
-  const mla::SplitKeys keys =
-      share.b >= 0 ? piece_keys(args, share) : mla::split_keys<kTile>(args, b, rb * kRowStride / kHeads, split);
+  // (A share's keys override the split's: as a conditional expression between the two, the other
+  // specs' kernels came out with another register allocation, fp8 H=128's among them.)
+  mla::SplitKeys keys = mla::split_keys<kTile>(args, b, rb * kRowStride / kHeads, split);
+  if constexpr (kSeesaw)
+    if (share.b >= 0) keys = piece_keys(args, share);
   const mla::Scales scales = mla::scales(args);
   const float kv_scale = scales.kv, logit_scale_log2 = scales.logit_scale_log2;
 
