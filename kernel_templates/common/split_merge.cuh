@@ -235,7 +235,8 @@ __device__ __forceinline__ void split_merge_row(const SplitPartials<kRowsPerCta,
     for (int j = 0; j < kBatch; ++j) {
       const int sp = s0 + j * groups;
       if (sp < splits) {
-        if constexpr (kBf16Acc) a[j] = load_cg_bf16x4(reinterpret_cast<const u16*>(p.acc) + p.slot(sp, row) * kDim + d);
+        if constexpr (kBf16Acc)
+          a[j] = load_cg_bf16x4(reinterpret_cast<const u16*>(p.acc) + p.slot(sp, row) * kDim + d);
         else a[j] = load_cg(p.acc + p.slot(sp, row) * kDim + d);
       }
     }

@@ -153,7 +153,8 @@ __device__ __forceinline__ int* share_table(const XqajitMlaArgs& args, int rb, i
 static_assert(kXqajitMlaSharesMaxBatch <= kR, "the table of (x_b, k_b) fits a slot's stats (2 kR floats)");
 
 // A piece's keys, as split_keys gives a split's.
-__device__ __forceinline__ mla::SplitKeys piece_keys(const XqajitMlaArgs& args, const mla::BalancedPiece& pc) {
+__device__ __forceinline__ mla::SplitKeys piece_keys(const XqajitMlaArgs& args,
+                                                     const mla::BalancedPiece& pc) {
   mla::SplitKeys k;
   k.list = mla::SparseList{};
   k.max_len = args.max_pages_per_seq * kPageSize;
@@ -168,8 +169,8 @@ __device__ __forceinline__ mla::SplitKeys piece_keys(const XqajitMlaArgs& args, 
 // This CTA's piece of a small batch's shares (grid (row blocks, Z); b = -1: none), by warp 0,
 // whose lane 0 also writes the request's table entry where this is its first piece; every thread
 // gets the piece through `s_piece` (ends with a barrier).
-__device__ __forceinline__ mla::BalancedPiece share_cta_piece(const XqajitMlaArgs& args, mla::BalancedPiece* s_piece,
-                                                              int tid) {
+__device__ __forceinline__ mla::BalancedPiece share_cta_piece(const XqajitMlaArgs& args,
+                                                              mla::BalancedPiece* s_piece, int tid) {
   if (tid < 32) {
     const mla::BalancedPiece pc = share_piece(args, blockIdx.y, tid);
     if (tid == 0) {
@@ -250,8 +251,8 @@ __device__ __forceinline__ void balanced_cta(const XqajitMlaArgs& args, const Xq
     const u32 raw_addr = smem_addr(smem + kRawOff);
     const u64 policy = l2_evict_first_policy();
     const mla::SplitKeys keys = piece_keys(args, pc);
-    const TmaTileLoader tma{kv_map, args.block_table + (long long)pc.b * args.block_table_stride, keys.begin, keys.end,
-                            policy};
+    const TmaTileLoader tma{kv_map, args.block_table + (long long)pc.b * args.block_table_stride, keys.begin,
+                            keys.end, policy};
     if (tid == 0 && pc.num_tiles > 0) seesaw_first_tiles(tma, raw_addr, full_addr);
     stage_q(args, smem + kQOff, pc.b, rb, tid);
     fence_proxy_async();  // Q's copies (generic proxy) -> visible to wgmma
@@ -261,14 +262,15 @@ __device__ __forceinline__ void balanced_cta(const XqajitMlaArgs& args, const Xq
     if (pc.num_tiles > 0) {
       const SeesawSmem sm = seesaw_smem(smem, full_addr, tid);
       __syncthreads();
-      seesaw_split(st, sm, tma, SeesawSplit{pc.num_tiles, keys.begin, keys.end, keys.draft_begin, scales.logit_scale_log2}, wg,
-                   rt, lane);
+      seesaw_split(st, sm, tma,
+                   SeesawSplit{pc.num_tiles, keys.begin, keys.end, keys.draft_begin, scales.logit_scale_log2},
+                   wg, rt, lane);
       __syncthreads();  // every wgmma and copy is done: the buffers are free
       seesaw_rows(st, sm, wg, rt, lane);
     }
     const int t2 = threadIdx.x;
-    finish_piece(args, st, smem, s_is_last, reread_piece(&s_pieces[i]), blockIdx.x, warp_uniform((t2 >> 5) & 3), warp_uniform(t2 >> 7),
-                 mla::scales(args).kv, t2 & 31);
+    finish_piece(args, st, smem, s_is_last, reread_piece(&s_pieces[i]), blockIdx.x,
+                 warp_uniform((t2 >> 5) & 3), warp_uniform(t2 >> 7), mla::scales(args).kv, t2 & 31);
   }
 }
 
