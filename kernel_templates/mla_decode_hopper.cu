@@ -330,6 +330,8 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     else add_other_sums(st, reinterpret_cast<float*>(xchg.p), wg, tid & 127);  // the P buffer is free after the last tile
   }
 
+  // The grid's indices again, not rb and b: kept live across the seesaw, ptxas spilled them inside
+  // its loops (session 44, m86's first version).
   if (kSeesaw && args.balanced_parts > 0)
     finish_piece(args, st, smem, &s_is_last, reread_piece(&s_share), blockIdx.x, rt, wg, kv_scale, lane);
   else

@@ -136,6 +136,14 @@ __device__ __forceinline__ void store_partials_staged(const SplitPartials<kR, kV
   }
 }
 
+// The split grid's merge group of (request b, row block rb): num_splits slots of its own,
+// which its splits store (finish_rows) and the merge launch reads (merge_launch_row).
+template <int kR>
+__device__ __forceinline__ SplitPartials<kR, kV> split_group(const XqajitMlaArgs& args, int rb, int b) {
+  return SplitPartials<kR, kV>(args.partial, (long long)args.batch * gridDim.y, args.num_splits,
+                               (long long)b * gridDim.y + rb);
+}
+
 // Warp row tile `rt` holds rows 16 rt.. and output dims dim0..; `stats_owner`:
 // this warp writes the rows' (max, sum) partials (one warp per row tile). Row r of the
 // CTA is the request's rb * kRowStride + r (shared_rows.cuh's real_row).
@@ -219,7 +227,7 @@ __device__ __forceinline__ void finish_rows(const XqajitMlaArgs& args, RowStateO
       return;
     }
   }
-  const SplitPartials<kR, kV> partials(args.partial, (long long)args.batch * gridDim.y, args.num_splits, cta_id);
+  const SplitPartials<kR, kV> partials = split_group<kR>(args, rb, b);
   // Once this split's partials are out: the last split of the (request, row block) merges them.
   const auto merge_if_last = [&] {
     if (!split_arrive_last(args.counters + cta_id, (unsigned)args.num_splits, s_is_last)) return;
@@ -300,13 +308,6 @@ __device__ __forceinline__ void store_rows_staged(const XqajitMlaArgs& args, Row
 constexpr int kMergeMaxGroups = kXqajitMlaMergeMaxGroups;  // the host sizes the block (mla_args.h)
 constexpr int kMergeMaxThreads = kMergeMaxGroups * kV / 4;
 constexpr int kMergeMaxSplits = 64;  // the host's kMaxSplits (split_plan.hpp)
-
-// The split grid's merge group of (request b, row block rb): num_splits slots of its own.
-template <int kR>
-__device__ __forceinline__ SplitPartials<kR, kV> split_group(const XqajitMlaArgs& args, int rb, int b) {
-  return SplitPartials<kR, kV>(args.partial, (long long)args.batch * gridDim.y, args.num_splits,
-                               (long long)b * gridDim.y + rb);
-}
 
 // kBf16Partials: the decode kernel stored them as bf16 (store_partials_staged<kBf16>).
 // `group(rb, b)`: the SplitPartials of (request b, row block rb): split_group, or (kMayBeWhole)
