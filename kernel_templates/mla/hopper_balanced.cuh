@@ -145,10 +145,7 @@ __device__ __forceinline__ mla::BalancedPiece share_piece(const XqajitMlaArgs& a
 // each request's first piece writes its pair into the stats of slot Z of the row block's 2 Z
 // slots, which the shares leave unused.
 __device__ __forceinline__ int* share_table(const XqajitMlaArgs& args, int rb, int row_blocks) {
-  const long long block_slots = 2ll * args.balanced_parts;
-  return reinterpret_cast<int*>(
-      SplitPartials<kR, kV>(args.partial, SlotRange{row_blocks * block_slots, rb * block_slots + args.balanced_parts}, 1)
-          .stats);
+  return reinterpret_cast<int*>(balanced_group(args, rb, row_blocks, args.balanced_parts, 1).stats);
 }
 static_assert(kXqajitMlaSharesMaxBatch <= kR, "the table of (x_b, k_b) fits a slot's stats (2 kR floats)");
 
@@ -197,9 +194,7 @@ __device__ __forceinline__ mla::BalancedPiece reread_piece(const mla::BalancedPi
 // batch)); fewer than two: the piece stored the final rows.
 __device__ __forceinline__ SplitPartials<kR, kV> share_group(const XqajitMlaArgs& args, int rb, int b) {
   const int* const entry = share_table(args, rb, gridDim.y) + 2 * b;
-  const long long block_slots = 2ll * args.balanced_parts;  // finish_piece's slots
-  return SplitPartials<kR, kV>(args.partial, SlotRange{gridDim.y * block_slots, rb * block_slots + __ldcg(entry)},
-                               __ldcg(entry + 1));
+  return balanced_group(args, rb, gridDim.y, __ldcg(entry), __ldcg(entry + 1));
 }
 
 static_assert(kSeesaw == xqajit_mla_hopper_balanced(kHeads, kQLen, kCacheBytes, MLA_SPARSE),

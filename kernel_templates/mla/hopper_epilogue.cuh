@@ -82,6 +82,14 @@ __device__ __forceinline__ void fold_other_pieces(RowState& st, const SplitParti
   }
 }
 
+// `splits` slots from slot `first` of row block rb's 2 Z in the balanced grid's workspace (its two
+// forms alike, mla/balanced_plan.h): a request's pieces' partial rows, or the shares' table.
+__device__ __forceinline__ SplitPartials<kR, kV> balanced_group(const XqajitMlaArgs& args, int rb, int row_blocks,
+                                                                int first, int splits) {
+  const int block_slots = 2 * args.balanced_parts;
+  return SplitPartials<kR, kV>(args.partial, SlotRange{row_blocks * block_slots, rb * block_slots + first}, splits);
+}
+
 // A piece of the balanced plan (m77, mla/balanced_plan.h; grid (row blocks, Z + B)): final rows
 // where it is all of its request; else its partial rows (bf16) into its slot of the request's,
 // and the request's last piece to arrive folds the others' into its own and stores the final rows.
@@ -94,10 +102,7 @@ __device__ __forceinline__ void finish_piece(const XqajitMlaArgs& args, RowState
     static_assert(kStagePartials, "the balanced plan stages its partial rows");
     st.row_sum[0] = quad_sum(st.row_sum[0]);
     st.row_sum[1] = quad_sum(st.row_sum[1]);
-    const long long block_slots = 2 * args.balanced_parts;  // a row block's
-    const SplitPartials<kR, kV> partials(args.partial,
-                                         SlotRange{gridDim.x * block_slots, rb * block_slots + pc.first_slot},
-                                         pc.splits);
+    const SplitPartials<kR, kV> partials = balanced_group(args, rb, gridDim.x, pc.first_slot, pc.splits);
     if (args.merge_launch) {  // a small batch's shares (m84): the merge launch folds them
       auto staged_sync = sync;
       mla::store_partials_staged<kR, kRowStride, kRows, kThreads, true>(partials, st, smem, pc.index, rb, rt,

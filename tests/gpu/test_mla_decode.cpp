@@ -199,11 +199,19 @@ MlaCase balanced_case(Backend backend, int i) {
 // splits of more than 8 tiles, up to 32 requests: m84): a long request cut into many pieces beside short
 // ones, empty requests, even lengths in a wide table (the launcher's split shape), q_len 2 over
 // 64 heads with the awkward layouts, sharp logits across pieces; the portable backend runs
-// them as usual.
+// them as usual. i == 4: 26-32 requests of 2000-4100 keys, cut into one to three pieces, two
+// mostly (the split planner's 2 splits).
 MlaCase shares_case(Backend backend, int i) {
   MlaCase c;
   c.backend = backend;
   c.heads = 128;
+  if (i == 4) {
+    c.seq_lens.resize(26 + rng()() % 7);
+    for (int& len : c.seq_lens) len = 2000 + static_cast<int>(rng()() % 2100);
+    c.sm_scale *= 16.f;  // sharp logits across the pieces
+    c.scale_ptrs = rng()() % 2 == 0;
+    return c;
+  }
   // (i == 3: up to 32 requests, where the split grid had 2 splits a request)
   const int batch = i == 1 ? 8 : 3 + static_cast<int>(rng()() % (i == 3 ? 30 : 6));
   c.seq_lens.resize(batch);
@@ -297,7 +305,7 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
     cases.push_back(seesaw);
     for (int i = 0; i < 4; ++i) cases.push_back(past_one_wave_case(b, i == 0));
     for (int i = 0; i < 8; ++i) cases.push_back(balanced_case(b, i));
-    for (int i = 0; i < 4; ++i) cases.push_back(shares_case(b, i));
+    for (int i = 0; i < 5; ++i) cases.push_back(shares_case(b, i));
     MlaCase empty;  // every request empty, with splits
     empty.backend = b;
     empty.seq_lens = {0, 0, 0};
