@@ -338,13 +338,22 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads, 1)
     finish_rows(args, st, smem, &s_is_last, split, blockIdx.y, blockIdx.z, rt, wg, kv_scale, lane);
 }
 
+// The merge launches' groups: the seesaw's grid may be a small batch's shares (m84).
+__device__ __forceinline__ SplitPartials<kR, kV> merge_group(const XqajitMlaArgs& args, int rb, int b) {
+  if constexpr (kSeesaw)
+    if (args.balanced_parts > 0) return share_group(args, rb, b);
+  return mla::split_group<kR>(args, rb, b);
+}
+
 // The split merge as a second launch, where the host plans one (args.merge_launch;
-// mla/shared_epilogue.cuh says when and why).
+// mla/shared_epilogue.cuh says when and why): a CTA a row, or (MlaDecodePlan::merge_rows) 16
+// rows where every row has few splits. bf16 partials where staged (m70).
 extern "C" __global__ void __launch_bounds__(mla::kMergeMaxThreads) xqajit_mla_merge(const XqajitMlaArgs args) {
-  // bf16 partials where staged (m70); the seesaw's grid may be a small batch's shares (m84)
-  mla::merge_launch_row<kR, kRowStride, kRows, kStagePartials, kSeesaw>(args, [&](int rb, int b) {
-    if constexpr (kSeesaw)
-      if (args.balanced_parts > 0) return share_group(args, rb, b);
-    return mla::split_group<kR>(args, rb, b);
-  });
+  mla::merge_launch_row<kR, kRowStride, kRows, kStagePartials, kSeesaw>(
+      args, [&](int rb, int b) { return merge_group(args, rb, b); });
+}
+extern "C" __global__ void __launch_bounds__(kXqajitMlaMergeRowsThreads, 2)
+    xqajit_mla_merge_rows(const XqajitMlaArgs args) {
+  mla::merge_launch_rows<kR, kRowStride, kRows, kStagePartials, kSeesaw>(
+      args, [&](int rb, int b) { return merge_group(args, rb, b); });
 }

@@ -25,14 +25,21 @@ __device__ __forceinline__ F32x4 load_cg(const float* p) {
                : "l"(p));
   return v;
 }
-// Four bf16 values read through L2 only (the hopper MLA backend's bf16 partial rows, m70), widened.
-__device__ __forceinline__ F32x4 load_cg_bf16x4(const u16* p) {
-  u32 lo, hi;
+// Four bf16 values read through L2 only (the hopper MLA backend's bf16 partial rows, m70): as
+// loaded (two words), or widened.
+__device__ __forceinline__ void load_cg_u32x2(const void* p, u32& lo, u32& hi) {
   asm volatile("ld.global.cg.v2.u32 {%0,%1}, [%2];" : "=r"(lo), "=r"(hi) : "l"(p));
+}
+__device__ __forceinline__ F32x4 widen_bf16x4(u32 lo, u32 hi) {
   F32x4 v;
   unpack_x2<false>(lo, v.x, v.y);
   unpack_x2<false>(hi, v.z, v.w);
   return v;
+}
+__device__ __forceinline__ F32x4 load_cg_bf16x4(const u16* p) {
+  u32 lo, hi;
+  load_cg_u32x2(p, lo, hi);
+  return widen_bf16x4(lo, hi);
 }
 // One 32-bit word to shared memory by its shared-window address (the narrow QG path's P^T words).
 __device__ __forceinline__ void st_shared_u32(u32 addr, u32 v) {

@@ -202,6 +202,71 @@ __device__ __forceinline__ void split_merge(unsigned char* smem, int smem_bytes,
 }
 
 
+// Dims d..d + 3 of split `split`'s partial row `row`, through L2 (another grid's or CTA's
+// stores); kBf16Acc: the partial rows are bf16, slot x kDim of them from p.acc (the hopper MLA
+// backend's, m70).
+template <bool kBf16Acc, int kRowsPerCta, int kDim>
+__device__ __forceinline__ F32x4 load_partial(const SplitPartials<kRowsPerCta, kDim>& p, int split, int row, int d) {
+  if constexpr (kBf16Acc) return load_cg_bf16x4(reinterpret_cast<const u16*>(p.acc) + p.slot(split, row) * kDim + d);
+  else return load_cg(p.acc + p.slot(split, row) * kDim + d);
+}
+
+// load_partial's vector held as loaded until it is summed: bf16 rows take two registers, not
+// four, while in flight (split_merge_rows keeps 8 of them a thread).
+template <bool kBf16Acc>
+struct PartialVec {
+  F32x4 v;
+  template <int kRowsPerCta, int kDim>
+  __device__ __forceinline__ void load(const SplitPartials<kRowsPerCta, kDim>& p, int split, int row, int d) {
+    v = load_partial<false>(p, split, row, d);
+  }
+  __device__ __forceinline__ F32x4 get() const { return v; }
+};
+template <>
+struct PartialVec<true> {
+  u32 lo, hi;
+  template <int kRowsPerCta, int kDim>
+  __device__ __forceinline__ void load(const SplitPartials<kRowsPerCta, kDim>& p, int split, int row, int d) {
+    load_cg_u32x2(reinterpret_cast<const u16*>(p.acc) + p.slot(split, row) * kDim + d, lo, hi);
+  }
+  __device__ __forceinline__ F32x4 get() const { return widen_bf16x4(lo, hi); }
+};
+
+// A warp's statistics of row `row` over every split (at most 64: lanes over the splits, two
+// each): split s's weight exp2(max_s - max) into weight[s] (0 for a split that saw no key), the
+// row's max and sum over every split into row_stats[0], row_stats[1].
+template <int kRowsPerCta, int kDim>
+__device__ __forceinline__ void split_row_weights(const SplitPartials<kRowsPerCta, kDim>& p, int row, int lane,
+                                                  float* weight, float* row_stats) {
+  const float kInf = __int_as_float(0x7f800000);
+  const int splits = p.splits;
+  float mx[2], sm[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int sp = lane + 32 * k;
+    mx[k] = -kInf;
+    sm[k] = 0.f;
+    if (sp < splits) load_cg_f32x2(p.stats + p.slot(sp, row) * 2, mx[k], sm[k]);
+  }
+  float m = fmaxf(mx[0], mx[1]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int sp = lane + 32 * k;
+    const float w = mx[k] == -kInf ? 0.f : exp2f(mx[k] - m);
+    sum += w * sm[k];
+    if (sp < splits) weight[sp] = w;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) {
+    row_stats[0] = m;
+    row_stats[1] = sum;
+  }
+}
+
 // The merge as a second launch, for families whose partial rows are too large
 // for one CTA to read alone (MLA: 2 KB a row and split, so 64 splits of a
 // 64-row block are 8 MB for one SM). One CTA of G x kDim / 4 threads (G =
@@ -222,7 +287,6 @@ __device__ __forceinline__ void split_merge_row(const SplitPartials<kRowsPerCta,
   __shared__ float s_weight[kMaxSplits];
   __shared__ float s_row[2];                                 // the row's max and sum over every split
   __shared__ F32x4 s_part[kMaxGroups > 1 ? kMaxGroups - 1 : 1][kVecs];  // groups 1.. for group 0
-  const float kInf = __int_as_float(0x7f800000);
   const int tid = threadIdx.x, lane = tid & 31;
   const int splits = p.splits;
   // Group g, vector v: splits g, g + groups, ..., 8 loads in flight at a time.
@@ -234,43 +298,13 @@ __device__ __forceinline__ void split_merge_row(const SplitPartials<kRowsPerCta,
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int sp = s0 + j * groups;
-      if (sp < splits) {
-        if constexpr (kBf16Acc)
-          a[j] = load_cg_bf16x4(reinterpret_cast<const u16*>(p.acc) + p.slot(sp, row) * kDim + d);
-        else a[j] = load_cg(p.acc + p.slot(sp, row) * kDim + d);
-      }
+      if (sp < splits) a[j] = load_partial<kBf16Acc>(p, sp, row, d);
     }
   };
   // The first batch's rows are asked for before the weights (m85): they need none, so their
   // L2 round trip overlaps warp 0's for the statistics instead of following it.
   load_batch(g);
-  if (tid < 32) {  // warp 0: lanes over the splits (<= 64: two each)
-    float mx[2], sm[2];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int sp = lane + 32 * k;
-      mx[k] = -kInf;
-      sm[k] = 0.f;
-      if (sp < splits) load_cg_f32x2(p.stats + p.slot(sp, row) * 2, mx[k], sm[k]);
-    }
-    float m = fmaxf(mx[0], mx[1]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    float sum = 0.f;
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int sp = lane + 32 * k;
-      const float w = mx[k] == -kInf ? 0.f : exp2f(mx[k] - m);
-      sum += w * sm[k];
-      if (sp < splits) s_weight[sp] = w;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (lane == 0) {
-      s_row[0] = m;
-      s_row[1] = sum;
-    }
-  }
+  if (tid < 32) split_row_weights(p, row, lane, s_weight, s_row);  // warp 0
   __syncthreads();
   float o[4] = {0.f, 0.f, 0.f, 0.f};
   for (int s0 = g; s0 < splits; s0 += kBatch * groups) {
@@ -294,6 +328,60 @@ __device__ __forceinline__ void split_merge_row(const SplitPartials<kRowsPerCta,
     }
   }
   store(d, o, s_row[0], s_row[1]);
+}
+
+// The merge as a second launch where rows have few splits each (m92): one CTA of 4 x kDim / 4
+// threads (kDim / 32 warps) merges the kDim / 32 rows row0.. of merge group p.cta (`num_rows` of
+// them real): warp i the statistics of row i, thread group q (of kDim / 4 threads, a 4-wide
+// vector each) rows q, q + 4, ..., two splits of each at a time (kDim / 128 x 2 loads in
+// flight). split_merge_row's CTA a row launched 4096 CTAs at MLA H=128 B=32 with two splits, and
+// what that launch cost was its CTAs' count (~2.3 ns of the GPU's each, session 45 run 3), not
+// their loads. Called after pdl_wait(); `store(i, d, o[4], row_max, row_sum)` writes row row0 +
+// i's normalised-later 4-wide output vector.
+template <int kRowsPerCta, int kDim, int kMaxSplits, bool kBf16Acc, typename Store>
+__device__ __forceinline__ void split_merge_rows(const SplitPartials<kRowsPerCta, kDim>& p, int row0, int num_rows,
+                                                 Store&& store) {
+  constexpr int kVecs = kDim / 4;
+  constexpr int kRows = kDim / 32;        // a warp each: 4 x kVecs threads
+  constexpr int kThreadRows = kRows / 4;  // a thread group's rows
+  constexpr int kBatch = 2;               // splits a batch
+  static_assert(kVecs % 32 == 0 && kMaxSplits <= 64, "whole warps; two splits' statistics a lane");
+  __shared__ float s_weight[kRows][kMaxSplits];
+  __shared__ float s_row[kRows][2];  // each row's max and sum over every split
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int splits = p.splits;
+  const int q = tid / kVecs, v = tid % kVecs, d = v * 4;
+  PartialVec<kBf16Acc> a[kThreadRows][kBatch];
+  const auto load_batch = [&](int s0) {
+#pragma unroll
+    for (int i = 0; i < kThreadRows; ++i)
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j)
+        if (q + 4 * i < num_rows && s0 + j < splits) a[i][j].load(p, s0 + j, row0 + q + 4 * i, d);
+  };
+  load_batch(0);  // before the weights, as split_merge_row (m85)
+  if (warp < num_rows) split_row_weights(p, row0 + warp, lane, s_weight[warp], s_row[warp]);
+  __syncthreads();
+  float o[kThreadRows][4] = {};
+  for (int s0 = 0; s0 < splits; s0 += kBatch) {
+    if (s0 > 0) load_batch(s0);
+#pragma unroll
+    for (int i = 0; i < kThreadRows; ++i)
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int r = q + 4 * i;
+        if (r < num_rows && s0 + j < splits) {
+          const float w = s_weight[r][s0 + j];
+          const F32x4 x = a[i][j].get();
+          o[i][0] += w * x.x; o[i][1] += w * x.y; o[i][2] += w * x.z; o[i][3] += w * x.w;
+        }
+      }
+  }
+#pragma unroll
+  for (int i = 0; i < kThreadRows; ++i) {
+    const int r = q + 4 * i;
+    if (r < num_rows) store(r, d, o[i], s_row[r][0], s_row[r][1]);
+  }
 }
 
 }  // namespace xqajit

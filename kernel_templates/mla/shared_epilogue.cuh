@@ -309,6 +309,14 @@ constexpr int kMergeMaxGroups = kXqajitMlaMergeMaxGroups;  // the host sizes the
 constexpr int kMergeMaxThreads = kMergeMaxGroups * kV / 4;
 constexpr int kMergeMaxSplits = 64;  // the host's kMaxSplits (split_plan.hpp)
 
+// A merged row's 4-wide vector -> its bf16 output, and the row's LSE and sink (the merge launches').
+__device__ __forceinline__ void store_merged(const XqajitMlaArgs& args, int b, int row, int d, const float (&o)[4],
+                                             float m, float sum, float kv_scale) {
+  const float scale = row_extras<kHeads>(args, b, row, m, sum, row_out_scale(m, sum, kv_scale), d == 0);
+  store_out_pair<kHeads>(args, b, row, d, o[0], o[1], scale);
+  store_out_pair<kHeads>(args, b, row, d + 2, o[2], o[3], scale);
+}
+
 // kBf16Partials: the decode kernel stored them as bf16 (store_partials_staged<kBf16>).
 // `group(rb, b)`: the SplitPartials of (request b, row block rb): split_group, or (kMayBeWhole)
 // a group whose request may have run whole, its final rows stored (fewer than two splits: the
@@ -324,10 +332,32 @@ __device__ __forceinline__ void merge_launch_row(const XqajitMlaArgs& args, Grou
   const SplitPartials<kR, kV> partials = group(rb, b);
   if (kMayBeWhole && partials.splits < 2) return;
   split_merge_row<kR, kV, kMergeMaxSplits, kMergeMaxGroups, kBf16Partials>(partials, r, [&](int d, const float(&o)[4], float m, float sum) {
-    const float scale = row_extras<kHeads>(args, b, row, m, sum, row_out_scale(m, sum, kv_scale), d == 0);
-    store_out_pair<kHeads>(args, b, row, d, o[0], o[1], scale);
-    store_out_pair<kHeads>(args, b, row, d + 2, o[2], o[3], scale);
+    store_merged(args, b, row, d, o, m, sum, kv_scale);
   });
+}
+
+// One CTA of xqajit_mla_merge_rows (m92; hopper, where every row has few splits:
+// MlaDecodePlan::merge_rows): grid (ceil(row_stride / kXqajitMlaMergeRows), row_blocks, batch),
+// kXqajitMlaMergeRowsThreads threads; merges rows blockIdx.x x kXqajitMlaMergeRows.. of row block
+// blockIdx.y of request blockIdx.z over every split. `group` as merge_launch_row's.
+template <int kR, int kRowStride, int kRows, bool kBf16Partials = false, bool kMayBeWhole = false, class Group>
+__device__ __forceinline__ void merge_launch_rows(const XqajitMlaArgs& args, Group&& group) {
+  static_assert(kXqajitMlaMergeRows == kV / 32 && kXqajitMlaMergeRowsThreads == kV,
+                "split_merge_rows: a warp a row, four groups of kV / 4 threads");
+  const int r0 = blockIdx.x * kXqajitMlaMergeRows, rb = blockIdx.y, b = blockIdx.z;
+  pdl_wait();  // the partials are the decode grid's
+  pdl_launch_dependents();
+  // The row block's real rows (real_row): its first kRowStride, and none past the request's.
+  const int block_rows = kRowStride < kRows - rb * kRowStride ? kRowStride : kRows - rb * kRowStride;
+  const int num_rows = block_rows - r0 < kXqajitMlaMergeRows ? block_rows - r0 : kXqajitMlaMergeRows;
+  if (num_rows <= 0) return;
+  const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
+  const SplitPartials<kR, kV> partials = group(rb, b);
+  if (kMayBeWhole && partials.splits < 2) return;
+  split_merge_rows<kR, kV, kMergeMaxSplits, kBf16Partials>(
+      partials, r0, num_rows, [&](int i, int d, const float(&o)[4], float m, float sum) {
+        store_merged(args, b, rb * kRowStride + r0 + i, d, o, m, sum, kv_scale);
+      });
 }
 
 }  // namespace mla

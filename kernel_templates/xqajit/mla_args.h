@@ -130,6 +130,13 @@ constexpr int xqajit_mla_merge_threads(int num_splits) {
          (groups < 1 ? 1 : groups < kXqajitMlaMergeMaxGroups ? groups : kXqajitMlaMergeMaxGroups);
 }
 
+// xqajit_mla_merge_rows (hopper, m92): where every row has at most kXqajitMlaMergeRowsMaxSplits
+// splits, a merge CTA of 4 x 128 threads takes 16 rows, not one: at two splits a row a CTA was
+// 4096 CTAs at H=128 B=32 L=4096 (~9.5 us of launch on its own, session 45 run 3).
+constexpr int kXqajitMlaMergeRows = XQAJIT_MLA_V_DIM / 32;
+constexpr int kXqajitMlaMergeRowsThreads = XQAJIT_MLA_V_DIM;
+constexpr int kXqajitMlaMergeRowsMaxSplits = 4;
+
 // Per-block shared-memory opt-in limit by arch number (e.g. 90).
 constexpr int xqajit_mla_smem_budget(int arch) {
   return (arch == 80 || arch == 87) ? 166912

@@ -45,6 +45,10 @@ std::string merge_kernel_symbol(const KernelSpec& spec) {
   return spec.kind == Kind::mla ? "xqajit_mla_merge" : "";
 }
 
+std::string merge_rows_kernel_symbol(const KernelSpec& spec) {
+  return spec.kind == Kind::mla && spec.backend == Backend::hopper ? "xqajit_mla_merge_rows" : "";
+}
+
 std::string kernel_main_file(const KernelSpec& spec) {
   if (spec.kind == Kind::gqa) return spec.backend == Backend::hopper ? "gqa_decode_hopper.cu" : "gqa_decode.cu";
   return spec.backend == Backend::hopper ? "mla_decode_hopper.cu" : "mla_decode_portable.cu";

@@ -310,10 +310,20 @@ MlaDecodePlan mla_decode_plan(const MlaDecodeParams& params, const DeviceInfo& d
                       split.num_splits * std::min(geo.rows, geo.row_stride) > kLastCtaMergeRows;
   plan_balanced(plan, p, geo, device);
   if (plan.merge_launch) {
-    plan.merge_grid[0] = static_cast<unsigned>(geo.row_stride);  // a CTA's real rows (the rest is padding)
-    plan.merge_grid[1] = static_cast<unsigned>(geo.row_blocks);  // a (request, row block)'s rows a CTA each
+    // A row block's real rows (the rest is padding), a CTA each, or kXqajitMlaMergeRows a CTA where
+    // they have few splits: the shares' up to 4 (m92: H=128 B=16-32 1.8-4.4 us faster; a ragged
+    // request may have more pieces, which the rows kernel loops over), the split grid's 2. At 4
+    // the split grid lost 0.4 us (H=64 B=32 L=4096: a row a CTA folds the 4 in one round trip,
+    // the 16 rows' CTA in two; session 45 run 4).
+    const int rows_max_splits = plan.balanced_parts > 0 ? kXqajitMlaMergeRowsMaxSplits : 2;
+    if (plan.spec.backend == Backend::hopper && plan.num_splits <= rows_max_splits)
+      plan.merge_rows = kXqajitMlaMergeRows;
+    const int real_rows = std::min(geo.row_stride, geo.rows);  // a row block's (H=16: 16 of 64)
+    plan.merge_grid[0] = static_cast<unsigned>((real_rows + plan.merge_rows - 1) / plan.merge_rows);
+    plan.merge_grid[1] = static_cast<unsigned>(geo.row_blocks);  // a (request, row block)'s rows
     plan.merge_grid[2] = static_cast<unsigned>(p.batch);
-    plan.merge_threads = static_cast<unsigned>(xqajit_mla_merge_threads(plan.num_splits));
+    plan.merge_threads = static_cast<unsigned>(plan.merge_rows > 1 ? kXqajitMlaMergeRowsThreads
+                                                                    : xqajit_mla_merge_threads(plan.num_splits));
   }
   return plan;
 }
@@ -371,7 +381,13 @@ void mla_decode(Engine& engine, const MlaDecodeParams& p, Stream stream) {
     std::copy(plan.merge_grid, plan.merge_grid + 3, merge.grid);
     merge.block[0] = plan.merge_threads;
     merge.programmatic_dependent_launch = config.programmatic_dependent_launch;
-    driver.launch_merge(kernel, merge, stream, params);
+    if (plan.merge_rows > 1 && kernel.merge_rows_function) {
+      driver.launch_merge_rows(kernel, merge, stream, params);
+    } else {  // a row a CTA (a module built before xqajit_mla_merge_rows existed)
+      merge.grid[0] = static_cast<unsigned>(plan.merge_grid[0] * plan.merge_rows);
+      merge.block[0] = static_cast<unsigned>(xqajit_mla_merge_threads(plan.num_splits));
+      driver.launch_merge(kernel, merge, stream, params);
+    }
   }
 }
 

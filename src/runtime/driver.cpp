@@ -174,7 +174,8 @@ bool Driver::stream_is_capturing(Stream stream) {
 
 std::shared_ptr<LoadedKernel> Driver::load(const KernelSpec& spec, const std::string& name,
                                            const std::vector<char>& cubin, const std::string& symbol,
-                                           const std::string& merge_symbol, int device) {
+                                           const std::string& merge_symbol, const std::string& merge_rows_symbol,
+                                           int device) {
   const CudaApi& api = impl_->api;
   const DeviceInfo& info = this->device(device);
   if (!arch_runs_on(spec.arch, info.cc_major, info.cc_minor))
@@ -202,6 +203,12 @@ std::shared_ptr<LoadedKernel> Driver::load(const KernelSpec& spec, const std::st
     CUfunction merge = nullptr;
     XQAJIT_CU_CHECK(api, cuModuleGetFunction(&merge, module, merge_symbol.c_str()));
     kernel->merge_function = merge;
+  }
+  if (!merge_rows_symbol.empty()) {  // optional: a module built before the entry existed merges a row a CTA
+    CUfunction rows = nullptr;
+    if (api.cuModuleGetFunction(&rows, module, merge_rows_symbol.c_str()) != CUDA_ERROR_NOT_FOUND)
+      XQAJIT_CU_CHECK(api, cuModuleGetFunction(&rows, module, merge_rows_symbol.c_str()));
+    kernel->merge_rows_function = rows;
   }
   XQAJIT_CU_CHECK(api, cuFuncGetAttribute(&kernel->static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn));
   XQAJIT_CU_CHECK(api, cuFuncGetAttribute(&kernel->num_regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn));
@@ -272,6 +279,13 @@ void Driver::launch_merge(const LoadedKernel& kernel, const LaunchConfig& config
   if (!kernel.merge_function)
     throw ArgumentError(fmt::format("kernel {} has no split-merge entry point", kernel.name));
   launch_entry(impl_->api, kernel, kernel.merge_function, config, stream, params);
+}
+
+void Driver::launch_merge_rows(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream,
+                               void** params) {
+  if (!kernel.merge_rows_function)
+    throw ArgumentError(fmt::format("kernel {} has no merge entry of several rows a CTA", kernel.name));
+  launch_entry(impl_->api, kernel, kernel.merge_rows_function, config, stream, params);
 }
 
 void Driver::encode_tiled_tensor_map(void* map, const TiledTensorMapRequest& r) {

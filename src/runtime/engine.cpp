@@ -324,7 +324,7 @@ const LoadedKernel& Engine::kernel(const KernelSpec& requested, int device, Stre
         canonical_name(key.spec), device));
   CubinRef ref = cubin(key.spec);
   auto loaded = driver.load(key.spec, ref.name, *ref.cubin, kernel_symbol(key.spec),
-                             merge_kernel_symbol(key.spec), device);
+                             merge_kernel_symbol(key.spec), merge_rows_kernel_symbol(key.spec), device);
   std::unique_lock<std::shared_mutex> g(m.kernels_mu);
   auto [it, inserted] = m.kernels.emplace(key, std::move(loaded));
   return *it->second;

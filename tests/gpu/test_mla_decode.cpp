@@ -65,8 +65,9 @@ ErrorTable& stats() {
   static ErrorTable s;
   return s;
 }
-// Split cases, by where their partials merged.
-int merged_by_last_cta = 0, merged_by_launch = 0, merged_in_cluster = 0;
+// Split cases, by where their partials merged (merged_by_rows: of the launches, those of 16 rows a
+// merge CTA, m92).
+int merged_by_last_cta = 0, merged_by_launch = 0, merged_in_cluster = 0, merged_by_rows = 0;
 // Launches of the hopper balanced plan (walkers over the batch's tiles, m77), and of a small
 // batch's shares (m84).
 int balanced_launches = 0, share_launches = 0;
@@ -88,6 +89,7 @@ double run_and_check(MlaProblem& pr, cudaStream_t stream) {
   if (plan.num_splits > 1)
     ++(plan.merge_launch ? merged_by_launch : plan.split_cluster > 1 ? merged_in_cluster : merged_by_last_cta);
   if (plan.balanced_parts > 0) ++(plan.merge_launch ? share_launches : balanced_launches);
+  if (plan.merge_launch && plan.merge_rows > 1) ++merged_by_rows;
   pr.d_out.fill(0xff);  // NaN in bf16
   mla_decode(engine(), pr.dev, stream);
   XQAJIT_CUDART_CHECK(cudaGetLastError());
@@ -396,9 +398,10 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
   for_each_problem<MlaProblem>(cases, run_and_check);
   stats().print("backend q/kv", "mla");
   std::fprintf(stderr,
-               "split cases merged by the last CTA: %d, by a merge launch: %d, in a cluster: %d; balanced "
-               "launches: %d, shares: %d\n",
-               merged_by_last_cta, merged_by_launch, merged_in_cluster, balanced_launches, share_launches);
+               "split cases merged by the last CTA: %d, by a merge launch: %d (of 16 rows a CTA: %d), in a "
+               "cluster: %d; balanced launches: %d, shares: %d\n",
+               merged_by_last_cta, merged_by_launch, merged_by_rows, merged_in_cluster, balanced_launches,
+               share_launches);
   // Every merge ran: the last CTA's on the portable backend (hopper merges two splits in a
   // cluster and more in a merge launch), the cluster's on hopper.
   const std::vector<Backend> ran = backends();
@@ -407,6 +410,7 @@ TEST_CASE("mla_decode matches the float64 reference on a randomized grid", "[gpu
   if (runs(Backend::hopper)) CHECK(merged_in_cluster > 0);
   if (runs(Backend::hopper)) CHECK(balanced_launches > 0);
   if (runs(Backend::hopper)) CHECK(share_launches > 0);
+  if (runs(Backend::hopper)) CHECK(merged_by_rows > 0);
   CHECK(merged_by_launch > 0);
 }
 

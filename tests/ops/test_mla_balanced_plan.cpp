@@ -333,6 +333,7 @@ TEST_CASE("mla_decode plans a small batch's shares where the launcher cuts every
   CHECK(plan.merge_grid[1] == 2);
   CHECK(plan.merge_grid[2] == 8);
   CHECK(plan.merge_threads == xqajit_mla_merge_threads(8));
+  CHECK(plan.merge_rows == 1);
   CHECK(plan.workspace_bytes == split_counter_bytes(16) + std::size_t{2} * (2 * 66) * 64 * 514 * 4);
   CHECK(mla_decode_workspace_size(dense(128, 1, 8), dev) == plan.workspace_bytes);
   // q_len 2 (four row blocks): 33 CTAs a row block.
@@ -348,6 +349,12 @@ TEST_CASE("mla_decode plans a small batch's shares where the launcher cuts every
   CHECK(b32.num_splits == 2);
   CHECK(b32.split_cluster == 1);
   CHECK(b32.merge_launch);
+  // Its merge: 16 rows a CTA (xqajit_mla_merge_rows, m92): 4 x 2 x 32 CTAs, not 64 x 2 x 32.
+  CHECK(b32.merge_rows == kXqajitMlaMergeRows);
+  CHECK(b32.merge_grid[0] == 4);
+  CHECK(b32.merge_grid[1] == 2);
+  CHECK(b32.merge_grid[2] == 32);
+  CHECK(b32.merge_threads == static_cast<unsigned>(kXqajitMlaMergeRowsThreads));
   // Not: splits of 8 tiles or fewer (the per-tile schedule: B=4 L=8192's 16), past
   // kXqajitMlaSharesMaxBatch, splits the caller set.
   CHECK(mla_decode_plan(dense(128, 1, 4), dev).balanced_parts == 0);

@@ -187,16 +187,21 @@ TEST_CASE("mla_decode merges many split rows in a second launch, few in the last
     CHECK(wide.merge_grid[1] == wide.grid[1]);
     CHECK(wide.merge_grid[2] == 1u);
     CHECK(wide.merge_threads == 512u);  // 64 splits: four split groups of 128 threads
+    CHECK(wide.merge_rows == 1);
     p.num_heads = 16;
     p.num_splits = 2;  // 2 x 16 rows: the last CTA merges
     CHECK_FALSE(mla_decode_plan(p, h100()).merge_launch);
     p.num_splits = 3;
-    CHECK(mla_decode_plan(p, h100()).merge_launch);
-    CHECK(mla_decode_plan(p, h100()).merge_threads == 128u);
+    const MlaDecodePlan few = mla_decode_plan(p, h100());
+    CHECK(few.merge_launch);
+    CHECK(few.merge_rows == 1);  // the split grid's 3 splits: a CTA a real row
+    CHECK(few.merge_grid[0] == 16u);
+    CHECK(few.merge_threads == 128u);
     p.num_splits = 1;
     CHECK_FALSE(mla_decode_plan(p, h100()).merge_launch);
   }
 }
+
 
 TEST_CASE("mla_decode's hopper backend merges two splits in a cluster, no merge launch", "[mla][args]") {
   MlaDecodeParams p = valid_params();
@@ -547,4 +552,23 @@ TEST_CASE("every MLA spec compiles for sm_90a (both backends) and sm_120a", "[ml
   const auto doc = nlohmann::json::parse(r.out);
   CHECK(doc.at("compiled").get<int>() == 288);
   CHECK(doc.at("failed").get<int>() == 0);
+}
+
+TEST_CASE("hopper mla_decode merges rows of two splits 16 rows a CTA", "[mla][args]") {
+  // Sparse H=128 (its row blocks a cluster, so no split cluster): two splits merge in a launch of
+  // xqajit_mla_merge_rows (m92), 4 CTAs a row block of 64 rows.
+  MlaDecodeParams p = sparse_params();
+  p.backend = Backend::hopper;
+  p.num_splits = 2;
+  const MlaDecodePlan two = mla_decode_plan(p, h100());
+  REQUIRE(two.merge_launch);
+  CHECK(two.merge_rows == kXqajitMlaMergeRows);
+  CHECK(two.merge_grid[0] == 4u);
+  CHECK(two.merge_threads == static_cast<unsigned>(kXqajitMlaMergeRowsThreads));
+  p.num_splits = 3;  // the split grid's 3: a row a CTA
+  CHECK(mla_decode_plan(p, h100()).merge_rows == 1);
+  p.backend = Backend::portable;  // the portable module has no rows entry
+  p.num_splits = 2;
+  const MlaDecodePlan portable = mla_decode_plan(p, h100());
+  if (portable.merge_launch) CHECK(portable.merge_rows == 1);
 }

@@ -23,6 +23,9 @@ std::string kernel_symbol(const KernelSpec& spec);
 /// The symbol of the same module's split-merge kernel, or "" where the family has
 /// none (GQA merges in the decode kernel; MLA may merge in a second launch).
 std::string merge_kernel_symbol(const KernelSpec& spec);
+/// The symbol of the module's merge kernel of several rows a CTA (MLA hopper:
+/// xqajit_mla_merge_rows, MlaDecodePlan::merge_rows), or "" where it has none.
+std::string merge_rows_kernel_symbol(const KernelSpec& spec);
 /// The template file that is the compilation unit for a spec's kind.
 std::string kernel_main_file(const KernelSpec& spec);
 

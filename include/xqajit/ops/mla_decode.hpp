@@ -110,6 +110,10 @@ struct MlaDecodePlan : LaunchPlan {
   bool merge_launch = false;
   unsigned merge_grid[3] = {1, 1, 1};
   unsigned merge_threads = 0;
+  /// Rows a merge CTA folds: 1, or (hopper, every row of at most kXqajitMlaMergeRowsMaxSplits
+  /// splits) kXqajitMlaMergeRows through xqajit_mla_merge_rows, whose fewer CTAs launch faster
+  /// (m92). mla_decode() merges a row a CTA where the loaded module lacks that entry.
+  int merge_rows = 1;
   /// The splits of one (request, row block) launched as one thread-block cluster
   /// (grid.x; hopper, two splits): they merge through distributed shared memory
   /// (kernel_templates/common/cluster_merge.cuh), with no merge launch and no

@@ -45,6 +45,9 @@ struct LoadedKernel {
   /// CUfunction of the family's split-merge launch (MLA: xqajit_mla_merge), null
   /// where the family merges inside the decode kernel only (GQA).
   void* merge_function = nullptr;
+  /// CUfunction of its merge of several rows a CTA (MLA hopper: xqajit_mla_merge_rows), null
+  /// where the module has none (a cubin built before it: the launch merges a row a CTA).
+  void* merge_rows_function = nullptr;
   void* context = nullptr;    // CUcontext (the device's primary context)
   int max_dynamic_smem = 0;   // bytes of dynamic shared memory this kernel may request here
   int static_smem = 0;
@@ -95,11 +98,12 @@ class Driver {
   bool stream_is_capturing(Stream stream);
 
   /// Loads `cubin` into `device`'s primary context and finds `symbol` (and
-  /// `merge_symbol`, unless empty); raises the kernel's dynamic shared-memory
-  /// limit to what this device allows.
+  /// `merge_symbol`, unless empty; `merge_rows_symbol` where the module has it); raises the
+  /// kernel's dynamic shared-memory limit to what this device allows.
   std::shared_ptr<LoadedKernel> load(const KernelSpec& spec, const std::string& name,
                                      const std::vector<char>& cubin, const std::string& symbol,
-                                     const std::string& merge_symbol, int device);
+                                     const std::string& merge_symbol, const std::string& merge_rows_symbol,
+                                     int device);
 
   /// cuLaunchKernelEx on `stream`: no sync, no allocation. `params` is the
   /// kernel's parameter array (kernelParams). Checks dynamic_smem against the
@@ -107,6 +111,8 @@ class Driver {
   void launch(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params);
   /// The same for the kernel's split-merge entry (LoadedKernel::merge_function).
   void launch_merge(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params);
+  /// The same for its merge of several rows a CTA (LoadedKernel::merge_rows_function).
+  void launch_merge_rows(const LoadedKernel& kernel, const LaunchConfig& config, Stream stream, void** params);
   /// Encodes `request` into the 128-byte tensor map at `map` (a CUtensorMap image). A
   /// host-only call (no device work, no allocation): legal while a stream captures.
   /// Throws ArgumentError naming the request when the driver refuses it.
