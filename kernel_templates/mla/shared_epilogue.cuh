@@ -337,9 +337,10 @@ __device__ __forceinline__ void merge_launch_row(const XqajitMlaArgs& args, Grou
 }
 
 // One CTA of xqajit_mla_merge_rows (m92; hopper, where every row has few splits:
-// MlaDecodePlan::merge_rows): grid (ceil(row_stride / kXqajitMlaMergeRows), row_blocks, batch),
-// kXqajitMlaMergeRowsThreads threads; merges rows blockIdx.x x kXqajitMlaMergeRows.. of row block
-// blockIdx.y of request blockIdx.z over every split. `group` as merge_launch_row's.
+// MlaDecodePlan::merge_rows): grid (ceil(a row block's real rows / kXqajitMlaMergeRows),
+// row_blocks, batch), kXqajitMlaMergeRowsThreads threads; merges rows blockIdx.x x
+// kXqajitMlaMergeRows.. of row block blockIdx.y of request blockIdx.z over every split. `group`
+// as merge_launch_row's.
 template <int kR, int kRowStride, int kRows, bool kBf16Partials = false, bool kMayBeWhole = false, class Group>
 __device__ __forceinline__ void merge_launch_rows(const XqajitMlaArgs& args, Group&& group) {
   static_assert(kXqajitMlaMergeRows == kV / 32 && kXqajitMlaMergeRowsThreads == kV,
