@@ -206,9 +206,10 @@ std::shared_ptr<LoadedKernel> Driver::load(const KernelSpec& spec, const std::st
   }
   if (!merge_rows_symbol.empty()) {  // optional: a module built before the entry existed merges a row a CTA
     CUfunction rows = nullptr;
-    if (api.cuModuleGetFunction(&rows, module, merge_rows_symbol.c_str()) != CUDA_ERROR_NOT_FOUND)
+    const CUresult found = api.cuModuleGetFunction(&rows, module, merge_rows_symbol.c_str());
+    if (found != CUDA_SUCCESS && found != CUDA_ERROR_NOT_FOUND)  // again, to raise with the call's text
       XQAJIT_CU_CHECK(api, cuModuleGetFunction(&rows, module, merge_rows_symbol.c_str()));
-    kernel->merge_rows_function = rows;
+    kernel->merge_rows_function = found == CUDA_SUCCESS ? rows : nullptr;
   }
   XQAJIT_CU_CHECK(api, cuFuncGetAttribute(&kernel->static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn));
   XQAJIT_CU_CHECK(api, cuFuncGetAttribute(&kernel->num_regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn));
