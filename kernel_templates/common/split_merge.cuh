@@ -44,12 +44,14 @@ struct SplitPartials {
   __device__ __forceinline__ long long slot(int split, int row) const {
     return (cta * splits + split) * kRowsPerCta + row;
   }
+  // Element d of split `split`'s partial row `row`, counted from acc (whatever acc's element type).
+  __device__ __forceinline__ long long at(int split, int row, int d) const { return slot(split, row) * kDim + d; }
   // Two adjacent values of a partial row (an mma accumulator pair), and the row's stats.
   __device__ __forceinline__ void store_pair(int split, int row, int d, float o0, float o1) const {
     U32x2 v;
     v.x = __float_as_uint(o0);
     v.y = __float_as_uint(o1);
-    *reinterpret_cast<U32x2*>(acc + slot(split, row) * kDim + d) = v;
+    *reinterpret_cast<U32x2*>(acc + at(split, row, d)) = v;
   }
   __device__ __forceinline__ void store_stats(int split, int row, float row_max, float row_sum) const {
     const long long s = slot(split, row);
@@ -187,7 +189,7 @@ __device__ __forceinline__ void split_merge(unsigned char* smem, int smem_bytes,
         F32x4 a[kBatch];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j)
-          if (s0 + j < splits) a[j] = load_cg(p.acc + p.slot(s0 + j, r) * kDim + d);
+          if (s0 + j < splits) a[j] = load_cg(p.acc + p.at(s0 + j, r, d));
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
           if (s0 + j < splits) {
@@ -207,8 +209,8 @@ __device__ __forceinline__ void split_merge(unsigned char* smem, int smem_bytes,
 // backend's, m70).
 template <bool kBf16Acc, int kRowsPerCta, int kDim>
 __device__ __forceinline__ F32x4 load_partial(const SplitPartials<kRowsPerCta, kDim>& p, int split, int row, int d) {
-  if constexpr (kBf16Acc) return load_cg_bf16x4(reinterpret_cast<const u16*>(p.acc) + p.slot(split, row) * kDim + d);
-  else return load_cg(p.acc + p.slot(split, row) * kDim + d);
+  if constexpr (kBf16Acc) return load_cg_bf16x4(reinterpret_cast<const u16*>(p.acc) + p.at(split, row, d));
+  else return load_cg(p.acc + p.at(split, row, d));
 }
 
 // load_partial's vector held as loaded until it is summed: bf16 rows take two registers, not

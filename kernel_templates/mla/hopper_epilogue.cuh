@@ -56,7 +56,7 @@ __device__ __forceinline__ void fold_other_pieces(RowState& st, const SplitParti
     __syncthreads();  // every thread's reads of the region are done
     for (int c = tid; c < valid_rows * kChunks; c += kThreads) {
       const int r = c / kChunks, chunk = c % kChunks;
-      cp_async_16(smem_addr(rows + r * kStride + chunk * 8), acc + partials.slot(j, r) * kV + chunk * 8, true);
+      cp_async_16(smem_addr(rows + r * kStride + chunk * 8), acc + partials.at(j, r, chunk * 8), true);
     }
     if (tid < kR / 2) cp_async_16(smem_addr(stats + tid * 4), partials.stats + partials.slot(j, 2 * tid) * 2, true);
     cp_async_commit();

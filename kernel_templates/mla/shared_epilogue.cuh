@@ -131,7 +131,7 @@ __device__ __forceinline__ void store_partials_staged(const SplitPartials<kR, kV
   for (int c = tid; c < kR * kChunks; c += kThreads) {
     const int r = c / kChunks, chunk = c % kChunks;
     if (real_row<kR, kRowStride, kRows>(r, first_row + r))  // padding rows are neither stored nor merged
-      *reinterpret_cast<Chunk*>(out + partials.slot(split, r) * kV + chunk * kPerChunk) =
+      *reinterpret_cast<Chunk*>(out + partials.at(split, r, chunk * kPerChunk)) =
           *reinterpret_cast<const Chunk*>(rows + r * kStride + chunk * kPerChunk);
   }
 }
@@ -317,6 +317,18 @@ __device__ __forceinline__ void store_merged(const XqajitMlaArgs& args, int b, i
   store_out_pair<kHeads>(args, b, row, d + 2, o[2], o[3], scale);
 }
 
+// Both merge launches, once their CTA's rows are real: `merge(partials, kv_scale)` over
+// `group(rb, b)`, the SplitPartials of (request b, row block rb), unless (kMayBeWhole) that
+// request ran whole and stored its final rows itself.
+template <bool kMayBeWhole, class Group, class Merge>
+__device__ __forceinline__ void merge_group_rows(const XqajitMlaArgs& args, Group& group, int rb, int b,
+                                                 Merge&& merge) {
+  const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
+  const auto partials = group(rb, b);
+  if (kMayBeWhole && partials.splits < 2) return;
+  merge(partials, kv_scale);
+}
+
 // kBf16Partials: the decode kernel stored them as bf16 (store_partials_staged<kBf16>).
 // `group(rb, b)`: the SplitPartials of (request b, row block rb): split_group, or (kMayBeWhole)
 // a group whose request may have run whole, its final rows stored (fewer than two splits: the
@@ -328,11 +340,11 @@ __device__ __forceinline__ void merge_launch_row(const XqajitMlaArgs& args, Grou
   pdl_launch_dependents();
   const int row = rb * kRowStride + r;
   if (!real_row<kR, kRowStride, kRows>(r, row)) return;  // padding rows
-  const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
-  const SplitPartials<kR, kV> partials = group(rb, b);
-  if (kMayBeWhole && partials.splits < 2) return;
-  split_merge_row<kR, kV, kMergeMaxSplits, kMergeMaxGroups, kBf16Partials>(partials, r, [&](int d, const float(&o)[4], float m, float sum) {
-    store_merged(args, b, row, d, o, m, sum, kv_scale);
+  merge_group_rows<kMayBeWhole>(args, group, rb, b, [&](const SplitPartials<kR, kV>& partials, float kv_scale) {
+    split_merge_row<kR, kV, kMergeMaxSplits, kMergeMaxGroups, kBf16Partials>(
+        partials, r, [&](int d, const float(&o)[4], float m, float sum) {
+          store_merged(args, b, row, d, o, m, sum, kv_scale);
+        });
   });
 }
 
@@ -352,13 +364,12 @@ __device__ __forceinline__ void merge_launch_rows(const XqajitMlaArgs& args, Gro
   const int block_rows = kRowStride < kRows - rb * kRowStride ? kRowStride : kRows - rb * kRowStride;
   const int num_rows = block_rows - r0 < kXqajitMlaMergeRows ? block_rows - r0 : kXqajitMlaMergeRows;
   if (num_rows <= 0) return;
-  const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
-  const SplitPartials<kR, kV> partials = group(rb, b);
-  if (kMayBeWhole && partials.splits < 2) return;
-  split_merge_rows<kR, kV, kMergeMaxSplits, kBf16Partials>(
-      partials, r0, num_rows, [&](int i, int d, const float(&o)[4], float m, float sum) {
-        store_merged(args, b, rb * kRowStride + r0 + i, d, o, m, sum, kv_scale);
-      });
+  merge_group_rows<kMayBeWhole>(args, group, rb, b, [&](const SplitPartials<kR, kV>& partials, float kv_scale) {
+    split_merge_rows<kR, kV, kMergeMaxSplits, kBf16Partials>(
+        partials, r0, num_rows, [&](int i, int d, const float(&o)[4], float m, float sum) {
+          store_merged(args, b, rb * kRowStride + r0 + i, d, o, m, sum, kv_scale);
+        });
+  });
 }
 
 }  // namespace mla
