@@ -123,6 +123,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
                              copy_kv_chunk(k_dst, v_dst, tok, chunk, k_src, v_src, valid);
                            });
   };
+  __shared__ float s_sinks[kSinksEarly ? kGroup : 1];  // gqa/hopper_epilogue.cuh; waited with the first tile
+  if constexpr (kSinksEarly)
+    if (args.sinks != nullptr && tid < kGroup) cp_async_4(smem_addr(&s_sinks[tid]), args.sinks + h * kGroup + tid);
   Pages ahead = start_tile_pipeline<kStages>(lookup, load_tile);  // the next tile's pages, looked up early
 
   // ---- Q rows -> shared memory, the B operand of S^T (zeros for padding rows)
@@ -444,7 +447,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
   if (splits_form_cluster(args.num_splits)) {
     split_merge_in_cluster<kHeadDim, kThreads>(merge_acc, kMergeStride, merge_stats, args.num_splits, cta_rows,
                                                [&](int r, int d, const float(&ov)[4], float m, float sum) {
-                                                 store_out(args, b, h, rb * kN + r, d, ov, m, sum, out_scale);
+                                                 store_out(args, b, h, rb * kN + r, d, ov, m, sum, out_scale, s_sinks);
                                                });
     trace.mark(kTraceMerge);
     return trace.finish(num_tiles);
@@ -459,7 +462,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
     const float v[4] = {a.x, a.y, a.z, a.w};
     const float m = merge_stats[r * 2], sum = merge_stats[r * 2 + 1];
     if (!multi) {
-      store_out(args, b, h, rb * kN + r, d, v, m, sum, out_scale);
+      store_out(args, b, h, rb * kN + r, d, v, m, sum, out_scale, s_sinks);
     } else {
       partials.store(split, r, d, v, m, sum);
     }
@@ -473,7 +476,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
   if (!last) return trace.finish(num_tiles);
   split_merge<kN, kHeadDim, kThreads>(pipe, kGeo.union_bytes, partials, cta_rows,
                                       [&](int r, int d, const float(&ov)[4], float m, float sum) {
-                                        store_out(args, b, h, rb * kN + r, d, ov, m, sum, out_scale);
+                                        store_out(args, b, h, rb * kN + r, d, ov, m, sum, out_scale, s_sinks);
                                       });
   trace.mark(kTraceMerge);
   trace.finish(num_tiles);

@@ -52,6 +52,10 @@ __device__ __forceinline__ void cp_async_16(u32 dst, const void* src, bool valid
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0));
 }
+// 4-byte global -> shared copy (cached in L1: .cg takes 16 bytes only).
+__device__ __forceinline__ void cp_async_4(u32 dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 // One arrival on the mbarrier at `bar` once this thread's cp.asyncs so far have landed (.noinc:
 // the barrier's count includes it, as TMA's expect_tx would its bytes).

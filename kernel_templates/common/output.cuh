@@ -10,18 +10,19 @@
 namespace xqajit {
 
 // `row` is a CTA-relative (query token, head) row: token row / kGroup, Q head
-// h * kGroup + row % kGroup.
-template <int kGroup, bool kFp8Out, bool kFp16>
+// h * kGroup + row % kGroup. `sink(hq)`: Q head hq's attention sink, read only where
+// args.sinks is set (the overload below reads it from there; a kernel may hand a copy).
+template <int kGroup, bool kFp8Out, bool kFp16, class Sink>
 __device__ __forceinline__ void store_output_vec(const XqajitDecodeArgs& args, int b, int h, int row, int d,
                                                  const float (&o)[4], float row_max, float row_sum,
-                                                 float out_scale) {
+                                                 float out_scale, Sink&& sink) {
   const int t = row / kGroup;
   const int hq = h * kGroup + row % kGroup;
   const float kInf = __int_as_float(0x7f800000);
   float scale = 0.f;  // no visible key (seq_len 0): zeros, never 0/0
   if (row_max != -kInf) {
     float denom = row_sum;
-    if (args.sinks != nullptr) denom += exp2f(args.sinks[hq] * kLog2e - row_max);
+    if (args.sinks != nullptr) denom += exp2f(sink(hq) * kLog2e - row_max);
     scale = out_scale / denom;
   }
   // The row's log-sum-exp, once a row (every merge path stores through here): row_max is
@@ -41,6 +42,14 @@ __device__ __forceinline__ void store_output_vec(const XqajitDecodeArgs& args, i
     v.y = pack_f32x2<kFp16>(o[2] * scale, o[3] * scale);
     *reinterpret_cast<U32x2*>(static_cast<u16*>(args.out) + off) = v;
   }
+}
+
+template <int kGroup, bool kFp8Out, bool kFp16>
+__device__ __forceinline__ void store_output_vec(const XqajitDecodeArgs& args, int b, int h, int row, int d,
+                                                 const float (&o)[4], float row_max, float row_sum,
+                                                 float out_scale) {
+  store_output_vec<kGroup, kFp8Out, kFp16>(args, b, h, row, d, o, row_max, row_sum, out_scale,
+                                           [&](int hq) { return args.sinks[hq]; });
 }
 
 }  // namespace xqajit
