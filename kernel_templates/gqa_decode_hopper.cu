@@ -124,6 +124,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) xqajit_gqa
                            });
   };
   __shared__ float s_sinks[kSinksEarly ? kGroup : 1];  // gqa/hopper_epilogue.cuh; waited with the first tile
+  static_assert(!kSinksEarly || kGroup <= kThreads, "a thread a head's sink");
   if constexpr (kSinksEarly)
     if (args.sinks != nullptr && tid < kGroup) cp_async_4(smem_addr(&s_sinks[tid]), args.sinks + h * kGroup + tid);
   Pages ahead = start_tile_pipeline<kStages>(lookup, load_tile);  // the next tile's pages, looked up early
