@@ -12,8 +12,9 @@ namespace gqa_hopper {
 // at its start (a 4-byte cp.async a head, in the first tile's copy group), so the epilogue reads
 // them there. Read from global memory, each output vector's sink was a dependent L2 round trip
 // on the last CTA's merge tail, where a thread's vectors run one after another (+0.3 us at
-// B=1 L=8192 with 16 splits, docs/PERF.md "Session 23" run 6). Speculative decoding keeps the
-// global read (session 34's copy for every spec moved the q_len 8 kernel's own code: +5 %).
+// B=1 L=8192 with 16 splits, docs/PERF.md "Session 23" run 6; +1.1 % since, "Session 46" run 5).
+// Speculative decoding keeps the global read: the copy for every q_len gained its sinks <= 0.1 us
+// and cost one q_len 8 kernel 0.3 us without them ("Session 46" run 7; session 34's form +5 %).
 constexpr bool kSinksEarly = kQLen == 1;
 
 // `s_sinks`: the copy, Q heads h * kGroup.. (kSinksEarly; unused otherwise).
