@@ -229,7 +229,7 @@ struct PartialVec<true> {
   u32 lo, hi;
   template <int kRowsPerCta, int kDim>
   __device__ __forceinline__ void load(const SplitPartials<kRowsPerCta, kDim>& p, int split, int row, int d) {
-    load_cg_u32x2(reinterpret_cast<const u16*>(p.acc) + p.slot(split, row) * kDim + d, lo, hi);
+    load_cg_u32x2(reinterpret_cast<const u16*>(p.acc) + p.at(split, row, d), lo, hi);
   }
   __device__ __forceinline__ F32x4 get() const { return widen_bf16x4(lo, hi); }
 };
