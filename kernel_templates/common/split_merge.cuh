@@ -235,11 +235,13 @@ struct PartialVec<true> {
 };
 
 // A warp's statistics of row `row` over every split (at most 64: lanes over the splits, two
-// each): split s's weight exp2(max_s - max) into weight[s] (0 for a split that saw no key), the
-// row's max and sum over every split into row_stats[0], row_stats[1].
-template <int kRowsPerCta, int kDim>
+// each): split s's weight exp2(max_s - max) into weight[s] (0 for a split that saw no key), and
+// the row's output scale `finish(max, sum)` over every split into *row_scale, once a row (lane
+// 0), not once an output vector on the merge's tail. `finish` is made before the statistics
+// are asked for, so what it reads of its own (a sink) is in flight beside them.
+template <int kRowsPerCta, int kDim, class Finish>
 __device__ __forceinline__ void split_row_weights(const SplitPartials<kRowsPerCta, kDim>& p, int row, int lane,
-                                                  float* weight, float* row_stats) {
+                                                  float* weight, float* row_scale, Finish&& finish) {
   const float kInf = __int_as_float(0x7f800000);
   const int splits = p.splits;
   float mx[2], sm[2];
@@ -263,10 +265,7 @@ __device__ __forceinline__ void split_row_weights(const SplitPartials<kRowsPerCt
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  if (lane == 0) {
-    row_stats[0] = m;
-    row_stats[1] = sum;
-  }
+  if (lane == 0) *row_scale = finish(m, sum);
 }
 
 // The merge as a second launch, for families whose partial rows are too large
@@ -278,16 +277,19 @@ __device__ __forceinline__ void split_row_weights(const SplitPartials<kRowsPerCt
 // 4-wide vector, so an SM keeps G x more loads in flight (what bounds this
 // loop: L2 latency, not bandwidth) -- where there are splits enough to share:
 // idle groups cost a short merge its CTAs' latency (KERNEL_NOTES m2). Called
-// after pdl_wait(): the partials are the previous grid's. `store(d, o[4],
-// row_max, row_sum)` writes one normalised-later 4-wide output vector. kBf16Acc: the partial
-// rows are bf16, slot x kDim of them from p.acc (the hopper MLA backend's, m70).
-template <int kRowsPerCta, int kDim, int kMaxSplits, int kMaxGroups, bool kBf16Acc = false, typename Store>
-__device__ __forceinline__ void split_merge_row(const SplitPartials<kRowsPerCta, kDim>& p, int row, Store&& store) {
+// after pdl_wait(): the partials are the previous grid's. `row_finish(row)` makes the row's
+// split_row_weights finish; `store(d, o[4], scale)` writes one 4-wide output vector, o times
+// the row's scale. kBf16Acc: the partial rows are bf16, slot x kDim of them from p.acc (the
+// hopper MLA backend's, m70).
+template <int kRowsPerCta, int kDim, int kMaxSplits, int kMaxGroups, bool kBf16Acc = false, class RowFinish,
+          typename Store>
+__device__ __forceinline__ void split_merge_row(const SplitPartials<kRowsPerCta, kDim>& p, int row,
+                                                RowFinish&& row_finish, Store&& store) {
   constexpr int kVecs = kDim / 4;
   static_assert(kVecs % 32 == 0, "a thread group of kDim / 4 threads: whole warps");
   static_assert(kMaxSplits <= 64, "warp 0 reads two splits' statistics a lane");
   __shared__ float s_weight[kMaxSplits];
-  __shared__ float s_row[2];                                 // the row's max and sum over every split
+  __shared__ float s_scale;                                  // the row's output scale
   __shared__ F32x4 s_part[kMaxGroups > 1 ? kMaxGroups - 1 : 1][kVecs];  // groups 1.. for group 0
   const int tid = threadIdx.x, lane = tid & 31;
   const int splits = p.splits;
@@ -306,7 +308,7 @@ __device__ __forceinline__ void split_merge_row(const SplitPartials<kRowsPerCta,
   // The first batch's rows are asked for before the weights (m85): they need none, so their
   // L2 round trip overlaps warp 0's for the statistics instead of following it.
   load_batch(g);
-  if (tid < 32) split_row_weights(p, row, lane, s_weight, s_row);  // warp 0
+  if (tid < 32) split_row_weights(p, row, lane, s_weight, &s_scale, row_finish(row));  // warp 0
   __syncthreads();
   float o[4] = {0.f, 0.f, 0.f, 0.f};
   for (int s0 = g; s0 < splits; s0 += kBatch * groups) {
@@ -329,7 +331,7 @@ __device__ __forceinline__ void split_merge_row(const SplitPartials<kRowsPerCta,
       o[0] += a.x; o[1] += a.y; o[2] += a.z; o[3] += a.w;
     }
   }
-  store(d, o, s_row[0], s_row[1]);
+  store(d, o, s_scale);
 }
 
 // The merge as a second launch where rows have few splits each (m92): one CTA of 4 x kDim / 4
@@ -338,18 +340,18 @@ __device__ __forceinline__ void split_merge_row(const SplitPartials<kRowsPerCta,
 // vector each) rows q, q + 4, ..., two splits of each at a time (kDim / 128 x 2 loads in
 // flight). split_merge_row's CTA a row launched 4096 CTAs at MLA H=128 B=32 with two splits, and
 // what that launch cost was its CTAs' count (~2.3 ns of the GPU's each, session 45 run 3), not
-// their loads. Called after pdl_wait(); `store(i, d, o[4], row_max, row_sum)` writes row row0 +
-// i's normalised-later 4-wide output vector.
-template <int kRowsPerCta, int kDim, int kMaxSplits, bool kBf16Acc, typename Store>
+// their loads. Called after pdl_wait(); `store(i, d, o[4], scale)` writes row row0 +
+// i's 4-wide output vector times the row's scale; `row_finish` as split_merge_row's.
+template <int kRowsPerCta, int kDim, int kMaxSplits, bool kBf16Acc, class RowFinish, typename Store>
 __device__ __forceinline__ void split_merge_rows(const SplitPartials<kRowsPerCta, kDim>& p, int row0, int num_rows,
-                                                 Store&& store) {
+                                                 RowFinish&& row_finish, Store&& store) {
   constexpr int kVecs = kDim / 4;
   constexpr int kRows = kDim / 32;        // a warp each: 4 x kVecs threads
   constexpr int kThreadRows = kRows / 4;  // a thread group's rows
   constexpr int kBatch = 2;               // splits a batch
   static_assert(kVecs % 32 == 0 && kMaxSplits <= 64, "whole warps; two splits' statistics a lane");
   __shared__ float s_weight[kRows][kMaxSplits];
-  __shared__ float s_row[kRows][2];  // each row's max and sum over every split
+  __shared__ float s_scale[kRows];  // each row's output scale
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int splits = p.splits;
   const int q = tid / kVecs, v = tid % kVecs, d = v * 4;
@@ -362,7 +364,8 @@ __device__ __forceinline__ void split_merge_rows(const SplitPartials<kRowsPerCta
         if (q + 4 * i < num_rows && s0 + j < splits) a[i][j].load(p, s0 + j, row0 + q + 4 * i, d);
   };
   load_batch(0);  // before the weights, as split_merge_row (m85)
-  if (warp < num_rows) split_row_weights(p, row0 + warp, lane, s_weight[warp], s_row[warp]);
+  if (warp < num_rows)
+    split_row_weights(p, row0 + warp, lane, s_weight[warp], &s_scale[warp], row_finish(row0 + warp));
   __syncthreads();
   float o[kThreadRows][4] = {};
   for (int s0 = 0; s0 < splits; s0 += kBatch) {
@@ -382,7 +385,7 @@ __device__ __forceinline__ void split_merge_rows(const SplitPartials<kRowsPerCta
 #pragma unroll
   for (int i = 0; i < kThreadRows; ++i) {
     const int r = q + 4 * i;
-    if (r < num_rows) store(r, d, o[i], s_row[r][0], s_row[r][1]);
+    if (r < num_rows) store(r, d, o[i], s_scale[r]);
   }
 }
 

@@ -60,9 +60,11 @@ __device__ __forceinline__ float row_out_scale(float row_max, float row_sum, flo
 // epilogue: writes the row's lse (when `store_lse`) and returns `scale` times the sink's
 // factor exp(lse) / (exp(lse) + exp(sink)) = 1 / (1 + exp(sink - lse)). A row that saw
 // nothing keeps its scale of 0 (an +inf sink against an +inf lse must not make NaN).
-template <int kHeads>
+// `sink(h)`: head h's sink, called only where args.attn_sink is set (the overload below reads
+// it there; the merge launches hand one asked for early, row_sink).
+template <int kHeads, class Sink>
 __device__ __forceinline__ float row_extras(const XqajitMlaArgs& args, int b, int row, float row_max, float row_sum,
-                                            float scale, bool store_lse) {
+                                            float scale, bool store_lse, Sink&& sink) {
   if (args.lse == nullptr && args.attn_sink == nullptr) return scale;
   const int t = row / kHeads, h = row % kHeads;
   const float lse = row_lse(row_max, row_sum);
@@ -70,7 +72,14 @@ __device__ __forceinline__ float row_extras(const XqajitMlaArgs& args, int b, in
     args.lse[(long long)b * args.lse_stride_batch + (long long)t * args.lse_stride_token +
              (long long)h * args.lse_stride_head] = lse;
   if (args.attn_sink == nullptr || row_max == -__int_as_float(0x7f800000)) return scale;
-  return scale / (1.f + fast_exp2((args.attn_sink[h] - lse) * kLog2e));
+  return scale / (1.f + fast_exp2((sink(h) - lse) * kLog2e));
+}
+
+template <int kHeads>
+__device__ __forceinline__ float row_extras(const XqajitMlaArgs& args, int b, int row, float row_max, float row_sum,
+                                            float scale, bool store_lse) {
+  return row_extras<kHeads>(args, b, row, row_max, row_sum, scale, store_lse,
+                            [&](int h) { return args.attn_sink[h]; });
 }
 
 }  // namespace mla
