@@ -61,7 +61,7 @@ __device__ __forceinline__ float row_out_scale(float row_max, float row_sum, flo
 // factor exp(lse) / (exp(lse) + exp(sink)) = 1 / (1 + exp(sink - lse)). A row that saw
 // nothing keeps its scale of 0 (an +inf sink against an +inf lse must not make NaN).
 // `sink(h)`: head h's sink, called only where args.attn_sink is set (the overload below reads
-// it there; the merge launches hand one asked for early, row_sink).
+// it there; the merge launches hand one asked for early, merged_row_finish).
 template <int kHeads, class Sink>
 __device__ __forceinline__ float row_extras(const XqajitMlaArgs& args, int b, int row, float row_max, float row_sum,
                                             float scale, bool store_lse, Sink&& sink) {
