@@ -14,6 +14,7 @@
 #include "common/split_merge.cuh"
 #include "mla/shared_flags.cuh"
 #include "mla/shared_rows.cuh"
+#include "mla/shared_split.cuh"
 
 namespace xqajit {
 namespace mla {
@@ -334,7 +335,7 @@ __device__ __forceinline__ void store_merged(const XqajitMlaArgs& args, int b, i
 template <bool kMayBeWhole, class Group, class Merge>
 __device__ __forceinline__ void merge_group_rows(const XqajitMlaArgs& args, Group& group, int rb, int b,
                                                  Merge&& merge) {
-  const float kv_scale = args.kv_scale_ptr ? *args.kv_scale_ptr : args.kv_scale;
+  const float kv_scale = scales(args).kv;
   const auto partials = group(rb, b);
   if (kMayBeWhole && partials.splits < 2) return;
   merge(partials, kv_scale);
