@@ -26,6 +26,24 @@ __device__ __forceinline__ void e4m3x4_to_f16x2x2(u32 w, u32& lo, u32& hi) {
       : "r"(w));
 }
 
+// e4m3 -> bf16 without the fp16 and fp32 detour (the MLA producer's fp8ds rows, m100): the
+// byte's sign, exponent and mantissa moved into bf16's fields as they are, s eeee mmm ->
+// s 0000 eeee mmm 0000, is the e4m3 value times 2^-120 exactly, subnormals included (a bf16
+// subnormal then), for any code but NaN (never selected: masked keys are zeros). PRMT puts
+// byte a and its replicated sign in the low half, byte b and its sign in the high half, so
+// one shift and one mask finish both. `sel`: kE4m3Bytes01 or kE4m3Bytes23 of the word.
+constexpr u32 kE4m3Bytes01 = 0x9180u, kE4m3Bytes23 = 0xb3a2u;
+__device__ __forceinline__ u32 e4m3x2_to_bf16x2_biased(u32 w, u32 sel) {
+  return (prmt(w, 0u, sel) << 4) & 0x87f087f0u;
+}
+
+// a x b for both bf16 halves, rounded to nearest once.
+__device__ __forceinline__ u32 bf16x2_mul(u32 a, u32 b) {
+  u32 r;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
 // Bytes j and j+1 of two key rows a, b -> fp16 pairs (a.j, b.j) and (a.j+1, b.j+1):
 // the byte transpose that turns key rows into the k-pairs of V's B fragments.
 template <int j>

@@ -51,6 +51,15 @@ constexpr int kMathRegs = kSplitPv ? 184 : 176, kProducerRegs = kSplitPv ? 136 :
 static_assert(!kProducer || 2 * 128 * kMathRegs + 128 * kProducerRegs <= kBlockThreads * kLaunchRegs,
               "the warpgroups' registers fit the CTA's launch allocation");
 
+// The producer's fp8ds tiles hold every value times kDsTileUnit (m100: the latent converted by
+// bf16 bits as e4m3 x 2^-120, times the group's scale x 2^120 x kDsTileUnit rounded to bf16; the
+// rope times it exactly), which the split math's logit scale and rows divide out. 2^-56 keeps
+// scale x 2^120 x kDsTileUnit finite in bf16 for scales below 2^64 and flushes values below
+// ~2^-77 (bf16's normals end at 2^-126) to subnormals.
+constexpr float kDsTileUnit = kProducer && MLA_FP8DS ? 0x1p-56f : 1.f;
+constexpr u32 kDsTileUnitBf16x2 = 0x23802380u;  // 2^-56 in both bf16 halves
+static_assert(!(kProducer && MLA_FP8DS) || kDsTileUnit == 0x1p-56f, "kDsTileUnitBf16x2 is kDsTileUnit");
+
 // Bytes of one 128-byte-swizzled bf16 operand block of `rows` rows x 576.
 constexpr int kColBlock = kXqajitMlaHopperBoxCols;  // bf16 elements of one 128-byte swizzle row
 constexpr int kColBlocks = kQk / kColBlock;      // 9

@@ -34,6 +34,7 @@ constexpr int kPReadyBarrier = 2, kPFreeBarrier = 3;  // the producer path's ids
 constexpr int kWg0Regs = 208, kWg1Regs = 160;
 constexpr int kCorrOff = kR * kTile * 2;  // the corrections, after P in the exchange region
 static_assert(kSplitPv == (kProducer && !kNarrow), "the split math: the producer's specs but 16 rows");
+static_assert(kDsTileUnit == 1.f || kSplitPv, "the producer's fp8ds tile units are divided out by the split math");
 static_assert(!kSplitPv || kWg0Regs + kWg1Regs == 2 * kMathRegs, "the math warpgroups' registers move between them");
 static_assert(!kSplitPv || (kXchgOff % 1024 == 0 && kCorrOff + kR * 4 <= xqajit_mla_hopper_exchange_bytes(kTile)),
               "P (swizzled, 1024-aligned) and the corrections fit the exchange region");
@@ -120,9 +121,11 @@ __device__ __forceinline__ void split_pv_wg1(RowState& st, const SplitPvTiles& t
 
 // The two math warpgroups over the split, then st as finish_rows takes it: warpgroup 1's rows'
 // max and sums are warpgroup 0's (it summed every key of its columns; the epilogue's quad sum
-// does the rest). Called with kMathRegs registers, returns with them.
-__device__ __forceinline__ void split_pv_cta(RowState& st, const SplitPvTiles& t, unsigned char* smem, int wg, int rt,
+// does the rest). Called with kMathRegs registers, returns with them. Over fp8ds tiles the
+// values are in units of kDsTileUnit (m100): the logits' scale and the rows divide it out.
+__device__ __forceinline__ void split_pv_cta(RowState& st, SplitPvTiles t, unsigned char* smem, int wg, int rt,
                                              int lane) {
+  if constexpr (kDsTileUnit != 1.f) t.logit_scale_log2 *= 1.f / kDsTileUnit;
   unsigned char* const xsmem = smem + kXchgOff;
   float* const stats = reinterpret_cast<float*>(smem + kQOff);  // [128][4]: Q is free once 0 is done
   const int tid_wg = rt * 32 + lane;
@@ -137,6 +140,11 @@ __device__ __forceinline__ void split_pv_cta(RowState& st, const SplitPvTiles& t
     split_pv_wg1(st, t, xsmem, rt, lane);
     warpgroup_claim_registers<kMathRegs>();
   }
+  if constexpr (kDsTileUnit != 1.f)
+#pragma unroll
+    for (int i = 0; i < kAccTiles; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st.acc[i][e] *= 1.f / kDsTileUnit;
   math_sync();  // warpgroup 0's statistics are stored; both are done with P and the buffers
   if (wg == 1) {
     st.row_max[0] = stats[tid_wg * 4 + 0], st.row_max[1] = stats[tid_wg * 4 + 1];

@@ -4,6 +4,7 @@
 // once). Each backend passes its own swizzle: `offset(row, chunk)` is the byte
 // offset of 16-byte bf16 chunk `chunk` of `row`.
 
+#include "common/fp8.cuh"
 #include "common/memory.cuh"
 #include "common/mma.cuh"
 #include "common/types.cuh"
@@ -76,6 +77,19 @@ __device__ __forceinline__ void e4m3x16_scaled_to_bf16(const U32x4& v, float sca
     unpack_x2<true>(e4m3x2_to_x2<true>((u16)(w[j / 2] >> (16 * (j % 2)))), a, b);
     o[j / 4][j % 4] = pack_f32x2<false>(a * scale, b * scale);
   }
+}
+
+// 16 e4m3 values times `scale2` (bf16, both halves: the group's scale x 2^(120 - k), rounded
+// to bf16) -> the 16 values x scale x 2^-k as bf16, by bits (common/fp8.cuh, m100): 4
+// instructions a pair where the fp16 -> fp32 -> bf16 route takes 6.5. The product rounds once;
+// the scale's own rounding is exact for DeepSeek-V3.2's power-of-two scales (FlashMLA's
+// dequantisation multiplies by the scale rounded to bf16 too).
+__device__ __forceinline__ void e4m3x16_times_bf16_scale(const U32x4& v, u32 scale2, U32x4& lo, U32x4& hi) {
+  const u32 w[4] = {v.x, v.y, v.z, v.w};
+  u32* const o[2] = {&lo.x, &hi.x};
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    o[j / 4][j % 4] = bf16x2_mul(e4m3x2_to_bf16x2_biased(w[j / 2], j % 2 ? kE4m3Bytes23 : kE4m3Bytes01), scale2);
 }
 
 // A landed fp8-with-scales tile (MLA_FP8DS: rows of XQAJIT_MLA_FP8DS_ROW_BYTES, unswizzled)

@@ -78,12 +78,14 @@ struct MlaCase {
 /// How the kernel a case runs dequantises an fp8ds cache (the reference models it): the
 /// hopper backend's CTAs of 16 real rows (mla/hopper_narrow_qg_ds.cuh: H=16 at q_len 1, dense
 /// and, since m53, sparse; sparse H=16 at every q_len since session 35, a CTA a query token)
-/// keep the e4m3 values exact and multiply the scales in fp32; every other path rounds
-/// value x scale to bf16.
+/// keep the e4m3 values exact and multiply the scales in fp32; its sparse producer specs
+/// (m100) round value x (scale rounded to bf16) to bf16; every other path rounds value x scale
+/// to bf16.
 inline Fp8dsValues fp8ds_values(Backend backend, int heads, int q_len, bool sparse) {
-  return backend == Backend::hopper && xqajit_mla_hopper_cta_rows(heads, q_len, sparse ? 1 : 0) == 16
-             ? Fp8dsValues::exact
-             : Fp8dsValues::bf16;
+  if (backend != Backend::hopper) return Fp8dsValues::bf16;
+  if (xqajit_mla_hopper_cta_rows(heads, q_len, sparse ? 1 : 0) == 16) return Fp8dsValues::exact;
+  return sparse && xqajit_mla_hopper_producer(heads, q_len, XQAJIT_MLA_FP8DS_ROW_BYTES, 2, 1) ? Fp8dsValues::bf16_scale
+                                                                                             : Fp8dsValues::bf16;
 }
 
 /// The dtype mix of random MLA case `i`: bf16 Q and cache, bf16 Q over an fp8 cache, fp8 Q

@@ -30,6 +30,7 @@ double fp8ds_row_value(const unsigned char* row, int d, Fp8dsValues values) {
   float scale;
   std::memcpy(&scale, row + kV + 4 * (d / kFp8dsGroup), 4);
   if (values == Fp8dsValues::exact) return double(e4m3_to_float(row[d])) * scale;
+  if (values == Fp8dsValues::bf16_scale) scale = bf16_to_float(float_to_bf16(scale));
   return bf16_to_float(float_to_bf16(e4m3_to_float(row[d]) * scale));
 }
 

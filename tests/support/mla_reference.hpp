@@ -21,10 +21,12 @@ namespace xqajit::testing {
 /// +inf for a row with no visible key. Multithreaded.
 /// kv = fp8ds: each cached row is 656 bytes (strides in bytes), decoded by fp8ds_row_value
 /// (e4m3 latent value times its group's float32 scale, rounded to bf16 as FlashMLA's
-/// dequantisation and the kernels that convert into a bf16 tile do -- Fp8dsValues::bf16 --
-/// or exact, as the hopper kernel's 16-row CTAs multiply them in fp32 -- Fp8dsValues::exact;
-/// the bf16 rope as it is).
-enum class Fp8dsValues { bf16, exact };
+/// dequantisation and the kernels that convert into a bf16 tile do -- Fp8dsValues::bf16 --,
+/// the same with the scale rounded to bf16 first, as the hopper producer's bits conversion
+/// does (m100; equal for power-of-two scales) -- Fp8dsValues::bf16_scale --, or exact, as
+/// the hopper kernel's 16-row CTAs multiply them in fp32 -- Fp8dsValues::exact; the bf16 rope
+/// as it is).
+enum class Fp8dsValues { bf16, bf16_scale, exact };
 /// Value d (0..575) of one fp8ds row (656 bytes: 512 e4m3, 4 float32 scales, 64 bf16).
 double fp8ds_row_value(const unsigned char* row, int d, Fp8dsValues values = Fp8dsValues::bf16);
 

@@ -7,6 +7,7 @@
 // its params and its columns.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -61,14 +62,19 @@ inline double report_device(const DeviceInfo& info) {
 }
 
 /// Fills a device buffer with random finite values of `dt` (a host pattern tiled on the device).
+/// fp8ds (a buffer of whole 656-byte rows): the e4m3 codes below, four float32 scales as
+/// DeepSeek-V3.2's quantiser makes them (amax / 448 rounded to a power of two: 2^-9..2^-4),
+/// the 64 rope values bf16 in [-2, 2) (until session 48 the scale and rope bytes were codes
+/// too: scales of 2^-63..2^48, half of them negative).
 inline void fill_random(DeviceBuffer& buf, DType dt, std::mt19937& rng) {
-  const std::size_t pattern_bytes = std::min<std::size_t>(buf.bytes(), 16 << 20);
+  constexpr std::size_t kDsRow = 656, kDsScales = 512, kDsRope = 528;
+  std::size_t pattern_bytes = std::min<std::size_t>(buf.bytes(), 16 << 20);
+  if (dt == DType::fp8ds) pattern_bytes = std::max(pattern_bytes / kDsRow, std::size_t(1)) * kDsRow;  // rows stay whole
   std::vector<std::uint8_t> host(pattern_bytes);
   std::uniform_real_distribution<float> u(-2.f, 2.f);
   const int eb = dtype_bytes(dt);
   for (std::size_t i = 0; i < pattern_bytes / eb; ++i) {
-    // e4m3 codes with exponents 4..10: finite, no tiny subnormals (fp8ds: its float32 scales,
-    // four such bytes, are finite too)
+    // e4m3 codes with exponents 4..10: finite, no tiny subnormals
     if (dt == DType::fp8 || dt == DType::fp8ds) {
       const unsigned r = rng();
       host[i] = static_cast<std::uint8_t>(((r & 1) << 7) | ((4 + (r >> 1) % 7) << 3) | ((r >> 4) & 7));
@@ -76,6 +82,14 @@ inline void fill_random(DeviceBuffer& buf, DType dt, std::mt19937& rng) {
       store_element(dt, host.data(), i, u(rng));
     }
   }
+  if (dt == DType::fp8ds)
+    for (std::size_t row = 0; row < pattern_bytes; row += kDsRow) {
+      for (int g = 0; g < 4; ++g) {
+        const float scale = std::ldexp(1.f, -4 - static_cast<int>(rng() % 6));
+        std::memcpy(&host[row + kDsScales + 4 * g], &scale, 4);
+      }
+      for (int d = 0; d < 64; ++d) store_element(DType::bf16, host.data() + row + kDsRope, d, u(rng));
+    }
   for (std::size_t off = 0; off < buf.bytes(); off += pattern_bytes) {
     const std::size_t n = std::min(pattern_bytes, buf.bytes() - off);
     XQAJIT_CUDART_CHECK(cudaMemcpy(buf.get<char>() + off, host.data(), n, cudaMemcpyHostToDevice));

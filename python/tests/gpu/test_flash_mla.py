@@ -164,11 +164,15 @@ def quantize_fp8ds(kv, g, jitter=0.0):
     return raw.view(torch.float8_e4m3fn).unsqueeze(2)
 
 
-def dequantize_fp8ds(cache):
-    """[pages, page, 1, 656] -> float64 [pages * page, 576]: what the cache means."""
+def dequantize_fp8ds(cache, scale_bf16=False):
+    """[pages, page, 1, 656] -> float64 [pages * page, 576]: what the cache means. `scale_bf16`:
+    each scale rounded to bf16 first, as FlashMLA's sm90 sparse decode and the hopper kernel's
+    sparse CTAs of 32 rows or more multiply (m100; the same for power-of-two scales)."""
     raw = cache.view(torch.uint8).squeeze(2).reshape(-1, 656)
     nope = raw[:, :V].view(torch.float8_e4m3fn).float().view(-1, 4, 128)
     scale = raw[:, V:V + 16].contiguous().view(torch.float32)
+    if scale_bf16:
+        scale = scale.bfloat16().float()
     latent = (nope * scale[..., None]).view(-1, V).bfloat16().to(torch.float64)
     rope = raw[:, V + 16:].contiguous().view(torch.bfloat16).to(torch.float64)
     return torch.cat([latent, rope], dim=-1)
@@ -193,7 +197,8 @@ def test_fp8_kvcache_sparse_matches_reference(h_q, s_q, topk, sinks, lengths, ji
                                                 topk_length=None if n is None else n.cuda(), attn_sink=sink)
     keys = [[[s for k, s in enumerate(idx[b, t].tolist()) if 0 <= s < slots and (n is None or k < n[b])]
              for t in range(s_q)] for b in range(B)]
-    want, want_lse = reference(q, dequantize_fp8ds(cache), keys, sm, sink)
+    producer = torch.cuda.get_device_capability()[0] == 9 and h_q >= 32  # hopper's 32+-row sparse CTAs
+    want, want_lse = reference(q, dequantize_fp8ds(cache, scale_bf16=producer), keys, sm, sink)
     assert out.shape == (B, s_q, h_q, V) and lse.shape == (B, h_q, s_q)
     check(out, lse, want, want_lse)
     # xqajit.mla_decode takes the same cache as raw bytes too.
