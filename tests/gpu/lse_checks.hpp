@@ -36,17 +36,21 @@ inline std::vector<double> download_lse(const DeviceBuffer& buf, int layout, int
 }
 
 /// Rows whose lse misses the reference: a row with no visible key must be +inf; the
-/// others within 5e-3 + 1e-3 |lse|. `worst` gets the largest |difference| of the finite ones.
-inline int lse_mismatches(const std::vector<double>& got, const std::vector<double>& want, double& worst) {
+/// others within atol + 1e-3 |lse|. `worst` gets the largest |difference| of the finite ones;
+/// `first_bad` (when not null) the index of the first row that misses.
+inline int lse_mismatches(const std::vector<double>& got, const std::vector<double>& want, double& worst,
+                          std::size_t* first_bad = nullptr, double atol = 5e-3) {
   int bad = 0;
   for (std::size_t r = 0; r < got.size() && r < want.size(); ++r) {
+    bool ok = true;
     if (std::isinf(want[r])) {
-      if (!(std::isinf(got[r]) && got[r] > 0)) ++bad;
-      continue;
+      ok = std::isinf(got[r]) && got[r] > 0;
+    } else {
+      const double d = std::fabs(got[r] - want[r]);
+      worst = std::max(worst, d);
+      ok = d <= atol + 1e-3 * std::fabs(want[r]);
     }
-    const double d = std::fabs(got[r] - want[r]);
-    worst = std::max(worst, d);
-    if (!(d <= 5e-3 + 1e-3 * std::fabs(want[r]))) ++bad;
+    if (!ok && bad++ == 0 && first_bad) *first_bad = r;
   }
   return bad;
 }

@@ -205,10 +205,19 @@ Tally& tally() {
   return t;
 }
 
+// The lse's absolute tolerance for a case's path. The hopper kernel's 16-row fp8ds CTAs
+// (Fp8dsValues::exact) take Q as two e4m3 planes, hi + lo, about 2^-9 a value off the
+// reference's bf16 Q, so each logit carries ~2^-9 sqrt(512) rms(q k) sm_scale of absolute
+// error whatever its size: a row of one key has lse = that logit (session 48 run 8, seed
+// 3359157421: 0.3040 against 0.2964, with scales up to 6). Every other path takes the bf16 Q.
+double lse_atol(const SparseCase& c) {
+  return c.kv == DType::fp8ds && fp8ds_values(c.backend, c.heads, c.q_len, true) == Fp8dsValues::exact ? 2e-2 : 5e-3;
+}
+
 // Compares out (and lse when `lse_got` is not empty) with the reference; rows the
 // reference leaves empty (lse +inf) must be exact zeros with lse +inf.
 void check(const std::string& what, const std::vector<double>& got, const std::vector<double>& want,
-           const std::vector<double>& lse_got, const std::vector<double>& lse_want) {
+           const std::vector<double>& lse_got, const std::vector<double>& lse_want, double lse_atol = 5e-3) {
   const double err = relative_error(got, want);
   int nan = 0, nonzero_empty = 0;
   double lse_worst = 0;
@@ -217,7 +226,8 @@ void check(const std::string& what, const std::vector<double>& got, const std::v
     if (std::isnan(got[i])) ++nan;
     if (std::isinf(lse_want[i / kV]) && got[i] != 0.0) ++nonzero_empty;
   }
-  const int lse_bad = lse_mismatches(lse_got, lse_want, lse_worst);
+  std::size_t bad_row = 0;
+  const int lse_bad = lse_mismatches(lse_got, lse_want, lse_worst, &bad_row, lse_atol);
   INFO(what << " rel_err=" << err << " lse_worst=" << lse_worst);
   CHECK(nan == 0);
   CHECK(nonzero_empty == 0);
@@ -231,6 +241,9 @@ void check(const std::string& what, const std::vector<double>& got, const std::v
     ++t.failures;
     std::fprintf(stderr, "FAILED %s: rel_err %.3e nan %d nonzero_empty %d lse_bad %d (worst %.2e)\n", what.c_str(),
                  err, nan, nonzero_empty, lse_bad, lse_worst);
+    if (lse_bad)
+      std::fprintf(stderr, "  first lse miss: row %zu ([batch, q_len, H] order) got %.6f want %.6f\n", bad_row,
+                   lse_got[bad_row], lse_want[bad_row]);
   }
 }
 
@@ -246,7 +259,7 @@ void run_and_check(SparseProblem& pr, cudaStream_t stream) {
   const std::vector<double> lse_got =
       pr.c.lse_layout ? download_lse(pr.d_lse, pr.c.lse_layout, pr.c.batch, pr.c.q_len, pr.c.heads)
                       : std::vector<double>{};
-  check(describe(pr.c), pr.output(), want, lse_got, lse_want);
+  check(describe(pr.c), pr.output(), want, lse_got, lse_want, lse_atol(pr.c));
 }
 
 SparseCase random_case(Backend backend, int i) {
@@ -326,7 +339,9 @@ TEST_CASE("sparse mla_decode matches the float64 reference on a randomized grid"
   for (const SparseCase& c : cases) specs.push_back(spec_of(c));
   prewarm_or_fail(specs, "sparse MLA");
   CudaStream stream;
+  const bool verbose = std::getenv("XQAJIT_TEST_VERBOSE") != nullptr;  // each case named before it runs
   for (const SparseCase& c : cases) {
+    if (verbose) std::fprintf(stderr, "case %s\n", describe(c).c_str());
     SparseProblem pr(c, rng(), device());
     if (c.zero_lengths) {
       pr.lengths.assign(pr.lengths.size(), 0);
@@ -433,6 +448,6 @@ TEST_CASE("sparse mla_decode inside a captured graph replays with new indices", 
         reference_mla_decode(pr.host, &lse_want, fp8ds_values(c.backend, c.heads, c.q_len, true));
     INFO("graph replay round " << round);
     check(describe(c), pr.output(), want, download_lse(pr.d_lse, c.lse_layout, c.batch, c.q_len, c.heads),
-          lse_want);
+          lse_want, lse_atol(c));
   }
 }
