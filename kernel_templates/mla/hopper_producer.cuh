@@ -217,11 +217,11 @@ struct TileProducer {
         // divides it out), so one route serves scales below 2^8 / kDsTileUnit = 2^64: a
         // route for large scales beside it, even never taken, cost the loop 2.5-12 % (session
         // 48 runs 2-3). Values 16 (kParts j + part).. are of group kParts j / kChunksPerGroup.
-        constexpr float kScaleBias = 0x1p120f * kDsTileUnit;
-        const u32 scale2[4] = {pack_f32x2<false>(__uint_as_float(scales.x) * kScaleBias, __uint_as_float(scales.x) * kScaleBias),
-                               pack_f32x2<false>(__uint_as_float(scales.y) * kScaleBias, __uint_as_float(scales.y) * kScaleBias),
-                               pack_f32x2<false>(__uint_as_float(scales.z) * kScaleBias, __uint_as_float(scales.z) * kScaleBias),
-                               pack_f32x2<false>(__uint_as_float(scales.w) * kScaleBias, __uint_as_float(scales.w) * kScaleBias)};
+        const auto group_scale = [](u32 bits) {  // the bits' 2^-120 and the tile's unit folded in, both halves
+          const float s = __uint_as_float(bits) * (0x1p120f * kDsTileUnit);
+          return pack_f32x2<false>(s, s);
+        };
+        const u32 scale2[4] = {group_scale(scales.x), group_scale(scales.y), group_scale(scales.z), group_scale(scales.w)};
         ready();
 #pragma unroll
         for (int j = 0; j < kLatent / kParts; ++j) {
