@@ -56,9 +56,9 @@ static_assert(!kProducer || 2 * 128 * kMathRegs + 128 * kProducerRegs <= kBlockT
 // rope times it exactly), which the split math's logit scale and rows divide out. 2^-56 keeps
 // scale x 2^120 x kDsTileUnit finite in bf16 for scales below 2^64 and flushes values below
 // ~2^-77 (bf16's normals end at 2^-126) to subnormals.
-constexpr float kDsTileUnit = kProducer && MLA_FP8DS ? 0x1p-56f : 1.f;
-constexpr u32 kDsTileUnitBf16x2 = 0x23802380u;  // 2^-56 in both bf16 halves
-static_assert(!(kProducer && MLA_FP8DS) || kDsTileUnit == 0x1p-56f, "kDsTileUnitBf16x2 is kDsTileUnit");
+constexpr int kDsTileLog2 = kProducer && MLA_FP8DS ? 56 : 0;
+constexpr float kDsTileUnit = 1.f / static_cast<float>(1ull << kDsTileLog2);
+constexpr u32 kDsTileUnitBf16x2 = ((127u - kDsTileLog2) << 7) * 0x10001u;  // kDsTileUnit in both bf16 halves
 
 // Bytes of one 128-byte-swizzled bf16 operand block of `rows` rows x 576.
 constexpr int kColBlock = kXqajitMlaHopperBoxCols;  // bf16 elements of one 128-byte swizzle row

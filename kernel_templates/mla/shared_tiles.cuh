@@ -80,7 +80,7 @@ __device__ __forceinline__ void e4m3x16_scaled_to_bf16(const U32x4& v, float sca
 }
 
 // 16 e4m3 values times `scale2` (bf16, both halves: the group's scale x 2^(120 - k), rounded
-// to bf16) -> the 16 values x scale x 2^-k as bf16, by bits (common/fp8.cuh, m100): 4
+// to bf16; k: hopper's kDsTileLog2) -> the 16 values x scale x 2^-k as bf16, by bits (common/fp8.cuh, m100): 4
 // instructions a pair where the fp16 -> fp32 -> bf16 route takes 6.5. The product rounds once;
 // the scale's own rounding is exact for DeepSeek-V3.2's power-of-two scales (FlashMLA's
 // dequantisation multiplies by the scale rounded to bf16 too).

@@ -35,11 +35,14 @@ inline std::vector<double> download_lse(const DeviceBuffer& buf, int layout, int
   return out;
 }
 
+/// The lse's absolute tolerance where a path computes logits from the bf16 Q itself.
+constexpr double kLseAtol = 5e-3;
+
 /// Rows whose lse misses the reference: a row with no visible key must be +inf; the
 /// others within atol + 1e-3 |lse|. `worst` gets the largest |difference| of the finite ones;
 /// `first_bad` (when not null) the index of the first row that misses.
 inline int lse_mismatches(const std::vector<double>& got, const std::vector<double>& want, double& worst,
-                          std::size_t* first_bad = nullptr, double atol = 5e-3) {
+                          std::size_t* first_bad = nullptr, double atol = kLseAtol) {
   int bad = 0;
   for (std::size_t r = 0; r < got.size() && r < want.size(); ++r) {
     bool ok = true;
